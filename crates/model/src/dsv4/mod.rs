@@ -1,0 +1,32 @@
+//! Family `dsv4`: DeepSeek V4 (Flash, Pro): tensor manifest, size summary and checkpoint loading.
+
+mod manifest;
+mod summary;
+
+pub use manifest::manifest;
+pub use summary::{KvBytes, Summary};
+
+use std::path::Path;
+
+use crate::checkpoint::Checkpoint;
+use crate::config::dsv4::Dsv4Config;
+use crate::error::CheckpointError;
+
+/// Family name used in reports and errors.
+pub const FAMILY: &str = "dsv4";
+
+/// A DeepSeek V4 checkpoint whose config parsed and whose tensors match the manifest.
+pub struct Dsv4Checkpoint {
+    pub config: Dsv4Config,
+    pub weights: Checkpoint,
+}
+
+impl Dsv4Checkpoint {
+    /// Opens `dir`, parses its config and checks every tensor against the manifest.
+    pub fn open(dir: &Path) -> Result<Dsv4Checkpoint, CheckpointError> {
+        let config = Dsv4Config::read(dir)?;
+        let weights = Checkpoint::open(dir)?;
+        manifest(&config).check(&weights)?;
+        Ok(Dsv4Checkpoint { config, weights })
+    }
+}
