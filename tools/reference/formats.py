@@ -1,30 +1,4 @@
-"""Golden tables for crates/formats, computed with PyTorch's own dtypes.
-
-Run: /opt/refvenv/bin/python tools/reference/formats.py  (writes tools/reference/formats/*.txt)
-
-Every float is written as its f32 bit pattern in hex so NaNs and -0 compare exactly.
-Files: `*_decode.txt` hold one f32 per line, line i being code i; `*_encode.txt` hold
-"input_f32_bits code" per line; `mxfp4_quant.txt` holds "inputs | packed bytes | scales" per row.
-Lines starting with '#' are comments.
-
-Notes on torch's behaviour that the Rust tests rely on:
-- float8_e4m3fn: torch's plain cast maps |x| >= 480 (after rounding) to NaN (0x7F), so the encode golden is
-  `x.clamp(-448, 448).to(float8_e4m3fn)`, i.e. a saturating cast; clamp keeps NaN, giving 0x7F/0xFF by sign.
-- float8_e8m0fnu: torch ignores the sign, rounds the significand to nearest (guard bit set and the implicit
-  bit or any lower bit set rounds up, so a normal x rounds up once its mantissa is >= 0.5), maps ±0 and
-  small subnormals to code 0 (2^-127), NaN, ±inf and overflow past 2^127 to 255; decode of 255 is a
-  signalling NaN (0x7f800001).
-- bfloat16: torch's vectorised CPU cast writes 0xFFFF for every NaN (the scalar c10 path writes 0x7FC0,
-  CUDA 0x7FFF), so NaN inputs are golden only as "some NaN".
-- float4_e2m1fn_x2: torch 2.11 has no cast kernel for it (copy_kernel not implemented). The dtype is used for
-  the packing only; values come from torch's own FP4 reference used by its MX tests,
-  torch/testing/_internal/common_quantized.py (`_floatx_unpacked_to_f32`, `_f32_to_floatx_unpacked`,
-  `_bfloat16_to_float4_e2m1fn_x2`, `to_mxfp`), loaded from torch's source without importing the test
-  framework. That reference maps NaN to code 0x3/0xB (an artefact of its bit tricks), so NaN is left out.
-- to_mxfp uses the same scale rule as DeepSeek's FP4 quantisation, 2^ceil(log2(amax / 6)), but clamps the
-  exponent at -127 and uses scale 1 for code 0 instead of flooring amax at 6 * 2^-126; the golden rows keep
-  every block's amax well inside the normal range, where the two agree bit for bit.
-"""
+"""Golden tables for crates/formats from PyTorch's own dtypes; see formats/README.md for the file layout and torch's behaviour."""
 
 import ast
 import pathlib

@@ -1,1 +1,37 @@
-fn main() {}
+//! `tensorfold`: the TensorFold command line.
+
+mod info;
+mod synth;
+
+use clap::{Parser, Subcommand};
+
+/// TensorFold: bit-exact inference for mixture-of-experts language models (DeepSeek V4 first).
+#[derive(Parser)]
+#[command(name = "tensorfold", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a random-weight checkpoint in the official DeepSeek V4 layout (for tests and benchmarks).
+    Synth(synth::SynthArgs),
+    /// Describe a checkpoint: family, layer plan, parameters, bytes by format, memory at a context length.
+    Info(info::InfoArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Synth(args) => synth::run(args),
+        Command::Info(args) => info::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The `tensorfold` binary end to end: synth, info, help and error exits.
+
+use std::process::{Command, Output};
+
+fn tensorfold(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tensorfold"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn synth_then_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let out = tensorfold(&["synth", "--family", "dsv4", "--preset", "tiny", "--out", path]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("wrote "), "{}", text(&out));
+
+    let out = tensorfold(&["info", path]);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    for needle in [
+        "family       dsv4",
+        "all match the dsv4 manifest",
+        "layer 1   ratio 4    window + ratio-4 compressed (CSA) + indexer",
+        "layer 2   ratio 128  window + ratio-128 compressed (HCA)",
+        "hash router",
+        "biased router",
+        "mtp 0",
+        "active per token",
+        "F8_E4M3",
+        "memory at 65536 tokens",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+
+    let out = tensorfold(&["info", path, "--json", "--context", "4096", "--read-all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["family"], "dsv4");
+    assert_eq!(v["compress_ratios"], serde_json::json!([0, 4, 128, 4, 0]));
+    assert_eq!(v["memory"][0]["context"], 4096);
+    assert!(v["active_params"].as_u64().unwrap() < v["total_params"].as_u64().unwrap());
+
+    let out = tensorfold(&["synth", "--preset", "tiny", "--out", path]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("pass --force"), "{}", text(&out));
+}
+
+#[test]
+fn errors_exit_nonzero_with_a_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let out = tensorfold(&["info", path]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("config.json"), "{}", text(&out));
+
+    let out = tensorfold(&["synth", "--preset", "flash-layers", "--out", path]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("needs --layers N"), "{}", text(&out));
+
+    let out = tensorfold(&["synth", "--family", "kimi", "--out", path]);
+    assert!(text(&out).contains("synth writes `dsv4`"), "{}", text(&out));
+
+    std::fs::write(dir.path().join("config.json"), r#"{"model_type": "llama"}"#).unwrap();
+    let out = tensorfold(&["info", path]);
+    assert!(
+        text(&out).contains("model_type `llama` is not a family tensorfold reads"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn help_lists_the_subcommands() {
+    let out = tensorfold(&["--help"]);
+    let help = text(&out);
+    assert!(out.status.success());
+    assert!(help.contains("synth") && help.contains("info"), "{help}");
+    let out = tensorfold(&["synth", "--help"]);
+    assert!(text(&out).contains("flash-layers"), "{}", text(&out));
+}

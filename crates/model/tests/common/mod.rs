@@ -1,0 +1,41 @@
+//! Shared fixtures: one tiny synth checkpoint per test binary, copied per test so faults can be planted.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use tensorfold_model::synth::{self, Preset, SynthOptions};
+
+/// A tiny checkpoint written once, sharded at `shard_mib`.
+pub fn base(shard_mib: u64) -> &'static Path {
+    static SINGLE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static SHARDED: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let cell = if shard_mib == 0 { &SINGLE } else { &SHARDED };
+    cell.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SynthOptions {
+            preset: Preset::Tiny,
+            seed: 1,
+            out: dir.path().to_path_buf(),
+            shard_bytes: if shard_mib == 0 {
+                synth::DEFAULT_SHARD_BYTES
+            } else {
+                shard_mib << 20
+            },
+            chat_template: true,
+            force: false,
+        };
+        synth::write(&opts).unwrap();
+        dir
+    })
+    .path()
+}
+
+/// A private copy of a base checkpoint.
+pub fn copy_of(src: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
