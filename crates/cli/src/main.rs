@@ -1,5 +1,6 @@
 //! `tensorfold`: the TensorFold command line.
 
+mod contract;
 mod info;
 mod synth;
 
@@ -19,6 +20,8 @@ enum Command {
     Synth(synth::SynthArgs),
     /// Describe a checkpoint: family, layer plan, parameters, bytes by format, memory at a context length.
     Info(info::InfoArgs),
+    /// Prove every registered kernel: written, accurate, invariant, repeatable, and every planted control caught.
+    KernelContract(contract::ContractArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -26,6 +29,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Synth(args) => synth::run(args),
         Command::Info(args) => info::run(args),
+        Command::KernelContract(args) => contract::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

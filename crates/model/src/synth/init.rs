@@ -4,10 +4,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tensorfold_formats::{bf16, block_fp8, mxfp4};
 
-use super::rng::{Rng, hash_str};
 use crate::config::dsv4::Dsv4Config;
 use crate::dtype::DType;
 use crate::manifest::TensorSpec;
+use tensorfold_kernels::rng::{Rng, hash_str};
 
 /// Rows per independently seeded chunk; a multiple of the FP8 block so block scales stay within a chunk.
 const CHUNK_ROWS: usize = 128;

@@ -2,7 +2,7 @@
 
 mod init;
 mod presets;
-pub mod rng;
+
 pub mod tokenizer;
 mod writer;
 

@@ -1,4 +1,4 @@
-//! A small counter-seeded generator whose output is the same on every platform and thread count.
+//! A small counter-seeded generator whose output is the same on every platform and thread count (synth and contract inputs).
 
 /// SplitMix64 stream; every value depends only on the seed and the draw index.
 #[derive(Clone, Debug)]

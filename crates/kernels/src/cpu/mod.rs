@@ -1,0 +1,96 @@
+//! CPU building blocks: SIMD path detection, fixed-lane dot products, splitting work over threads.
+
+mod dot;
+mod threads;
+
+pub use dot::{LANES, dot, reduce_lanes};
+pub use threads::par_chunks_mut;
+
+use std::fmt;
+
+/// An instruction-set path; every path of one kernel gives the same bits (FMA everywhere, 16 fixed lanes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SimdPath {
+    Portable,
+    Avx2,
+    Avx512,
+}
+
+impl SimdPath {
+    /// Paths this CPU can run, portable first.
+    pub fn available() -> Vec<SimdPath> {
+        let mut paths = vec![SimdPath::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                paths.push(SimdPath::Avx2);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                paths.push(SimdPath::Avx512);
+            }
+        }
+        paths
+    }
+
+    /// The fastest path this CPU can run.
+    pub fn best() -> SimdPath {
+        *SimdPath::available().last().expect("portable is always available")
+    }
+}
+
+impl fmt::Display for SimdPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SimdPath::Portable => "portable",
+            SimdPath::Avx2 => "avx2",
+            SimdPath::Avx512 => "avx512",
+        })
+    }
+}
+
+/// How a CPU kernel is launched: thread count, SIMD path and rows per tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuLaunch {
+    pub threads: usize,
+    pub simd: SimdPath,
+    pub tile_rows: usize,
+}
+
+impl CpuLaunch {
+    /// One thread, best SIMD path, whole batch as one tile.
+    pub fn serial() -> CpuLaunch {
+        CpuLaunch {
+            threads: 1,
+            simd: SimdPath::best(),
+            tile_rows: usize::MAX,
+        }
+    }
+
+    /// The records the contract proves: 1 and 2 threads, every SIMD path, whole-batch and 1-row and 8-row tiles.
+    pub fn records() -> Vec<CpuLaunch> {
+        let mut out = Vec::new();
+        for simd in SimdPath::available() {
+            for threads in [1, 2] {
+                for tile_rows in [usize::MAX, 1, 8] {
+                    out.push(CpuLaunch {
+                        threads,
+                        simd,
+                        tile_rows,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for CpuLaunch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tile = if self.tile_rows == usize::MAX {
+            "all".to_string()
+        } else {
+            self.tile_rows.to_string()
+        };
+        write!(f, "threads={} simd={} tile={}", self.threads, self.simd, tile)
+    }
+}

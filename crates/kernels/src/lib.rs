@@ -1,0 +1,11 @@
+//! TensorFold's kernels: one folder per kernel (float64 reference, CPU implementation, cases, controls) and the contract.
+
+pub mod contract;
+pub mod cpu;
+pub mod faults;
+pub mod registry;
+pub mod rng;
+
+pub mod rms_norm;
+
+pub use faults::Faults;
