@@ -7,5 +7,9 @@ pub mod registry;
 pub mod rng;
 
 pub mod rms_norm;
+// group A: elementwise, norms, RoPE, quantisation round trips
+// group B: GEMMs
+// group C: mHC, routers, MoE join
+// group D: compressor, indexer, attention
 
 pub use faults::Faults;

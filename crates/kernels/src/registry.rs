@@ -4,5 +4,11 @@ use crate::contract::Kernel;
 
 /// All kernels the contract checks.
 pub fn all() -> Vec<&'static dyn Kernel> {
-    vec![&crate::rms_norm::RmsNorm]
+    vec![
+        &crate::rms_norm::RmsNorm,
+        // group A: elementwise, norms, RoPE, quantisation round trips
+        // group B: GEMMs
+        // group C: mHC, routers, MoE join
+        // group D: compressor, indexer, attention
+    ]
 }

@@ -1,6 +1,7 @@
 //! CPU building blocks: SIMD path detection, fixed-lane dot products, splitting work over threads.
 
 mod dot;
+pub mod math;
 mod threads;
 
 pub use dot::{LANES, dot, reduce_lanes};
