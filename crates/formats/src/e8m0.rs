@@ -45,7 +45,7 @@ pub fn from_exponent(e: i32) -> u8 {
 }
 
 /// ceil(log2(x)) for a positive normal finite f32, exactly, from its bits.
-pub(crate) fn ceil_log2(x: f32) -> i32 {
+pub fn ceil_log2(x: f32) -> i32 {
     debug_assert!(x.is_normal() && x > 0.0, "ceil_log2 of {x}");
     let bits = x.to_bits();
     let exp = ((bits >> 23) & 0xFF) as i32 - BIAS;

@@ -2,6 +2,7 @@
 
 mod dot;
 pub mod math;
+pub mod quant;
 mod threads;
 
 pub use dot::{LANES, dot, reduce_lanes};
