@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
@@ -35,7 +36,28 @@ pub struct TensorView<'a> {
 
 struct Shard {
     path: PathBuf,
-    map: Mmap,
+    map: Arc<Mmap>,
+}
+
+/// One tensor's bytes in a shared mapping: lives as long as any holder, independent of the `Checkpoint`.
+#[derive(Clone)]
+pub struct MappedBytes {
+    map: Arc<Mmap>,
+    range: std::ops::Range<usize>,
+}
+
+impl std::ops::Deref for MappedBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+impl std::fmt::Debug for MappedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MappedBytes({} bytes)", self.range.len())
+    }
 }
 
 /// An opened checkpoint: every shard mapped and every header checked.
@@ -132,7 +154,7 @@ impl Checkpoint {
         let entries = header::parse(path, &map)?;
         self.shards.push(Shard {
             path: path.to_path_buf(),
-            map,
+            map: Arc::new(map),
         });
         Ok(entries)
     }
@@ -182,6 +204,15 @@ impl Checkpoint {
             dtype: e.dtype,
             shape: &e.shape,
             bytes: &self.shards[e.shard_idx].map[e.bytes.clone()],
+        })
+    }
+
+    /// One tensor's bytes as a shared handle that outlives this `Checkpoint`.
+    pub fn mapped(&self, name: &str) -> Option<MappedBytes> {
+        let e = self.tensors.get(name)?;
+        Some(MappedBytes {
+            map: Arc::clone(&self.shards[e.shard_idx].map),
+            range: e.bytes.clone(),
         })
     }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use common::{base, copy_of};
 use safetensors::tensor::{Dtype, TensorView};
 use tensorfold_model::dsv4::Dsv4Checkpoint;
+use tensorfold_model::dsv4::weights::{Dsv4Weights, Routing};
 
 fn open_err(dir: &std::path::Path) -> String {
     match Dsv4Checkpoint::open(dir) {
@@ -28,6 +29,20 @@ fn clean_checkpoints_open() {
         let ckpt = Dsv4Checkpoint::open(base(shard_mib)).unwrap();
         assert_eq!(ckpt.config.num_hidden_layers, 4);
         assert!(ckpt.weights.get("layers.0.ffn.gate.tid2eid").is_some());
+        let w = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
+        assert_eq!((w.layers.len(), w.mtp.len()), (4, 1));
+        assert!(matches!(&w.layers[0].ffn.routing, Routing::Hash(ids) if ids.len() == 129_280 * 2));
+        assert!(matches!(&w.layers[3].ffn.routing, Routing::Bias(b) if b.len() == 8));
+        assert!(w.layers[1].attn.indexer.is_some() && w.layers[2].attn.indexer.is_none());
+        assert_eq!(w.layers[2].attn.compressor.as_ref().unwrap().ape.len(), 128 * 128);
+        assert_eq!(
+            (
+                w.layers[3].ffn.experts[7].w2.out_dim,
+                w.layers[3].ffn.experts[7].w2.in_dim
+            ),
+            (128, 128)
+        );
+        assert_eq!(w.hc_head.fn_.len(), 4 * 4 * 128);
     }
     assert!(base(8).join("model.safetensors.index.json").exists());
     assert!(Dsv4Checkpoint::open(base(8)).unwrap().weights.files().len() > 2);

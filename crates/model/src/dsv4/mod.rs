@@ -2,6 +2,7 @@
 
 mod manifest;
 mod summary;
+pub mod weights;
 
 pub use manifest::manifest;
 pub use summary::{KvBytes, Summary};
