@@ -10,6 +10,14 @@ pub mod rms_norm;
 // group A: elementwise, norms, RoPE, quantisation round trips
 // group B: GEMMs
 // group C: mHC, routers, MoE join
+pub mod hash_router;
+pub mod hc_head;
+pub mod hc_mix;
+pub mod hc_post;
+pub mod hc_pre;
+pub mod hc_split_sinkhorn;
+pub mod moe_join;
+pub mod router;
 // group D: compressor, indexer, attention
 
 pub use faults::Faults;

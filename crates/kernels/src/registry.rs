@@ -9,6 +9,14 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         // group A: elementwise, norms, RoPE, quantisation round trips
         // group B: GEMMs
         // group C: mHC, routers, MoE join
+        &crate::hc_mix::HcMix,
+        &crate::hc_split_sinkhorn::HcSplitSinkhorn,
+        &crate::hc_pre::HcPre,
+        &crate::hc_post::HcPost,
+        &crate::hc_head::HcHead,
+        &crate::router::Router,
+        &crate::hash_router::HashRouter,
+        &crate::moe_join::MoeJoin,
         // group D: compressor, indexer, attention
     ]
 }

@@ -1,0 +1,107 @@
+//! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i`.
+
+pub(crate) mod cpu;
+
+pub use cpu::hc_pre;
+
+use crate::contract::rng::Rng;
+use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::cpu::CpuLaunch;
+use crate::faults::Faults;
+
+pub struct HcPre;
+
+impl Kernel for HcPre {
+    fn name(&self) -> &'static str {
+        "hc_pre"
+    }
+
+    fn family(&self) -> &'static str {
+        "dsv4"
+    }
+
+    fn bound(&self) -> Bound {
+        Bound {
+            rel_norm: 1e-6,
+            abs: 5e-6,
+            rel: 1e-6,
+            why: "an hc-term FMA chain: hc roundings of half an ulp of partial sums below 32 here (<= 1e-6 each)",
+        }
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        let mut cases = Vec::new();
+        for (rows, hc, dim) in [
+            (1, 4, 1),
+            (17, 4, 17),
+            (5, 4, 31),
+            (31, 4, 257),
+            (3, 4, 4096),
+            (2, 4, 4099),
+            (7, 1, 33),
+            (4, 3, 65),
+        ] {
+            cases.push(Case::new(rows, &[("hc", hc), ("dim", dim)]));
+        }
+        cases
+    }
+
+    fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
+        let (hc, dim) = (case.get("hc"), case.get("dim"));
+        let x: Vec<f32> = (0..case.rows * hc * dim).map(|_| 3.0 * rng.normal()).collect();
+        let pre: Vec<f32> = (0..case.rows * hc).map(|_| rng.uniform() as f32 + 1e-6).collect();
+        vec![
+            Arg::per_row("x", Buf::F32(x), hc * dim),
+            Arg::per_row("pre", Buf::F32(pre), hc),
+        ]
+    }
+
+    fn outputs(&self, case: &Case) -> Vec<OutSpec> {
+        vec![OutSpec {
+            name: "y",
+            kind: OutKind::F32,
+            row_len: case.get("dim"),
+        }]
+    }
+
+    fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
+        let (hc, dim) = (case.get("hc"), case.get("dim"));
+        let (x, pre) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        let mut y = Vec::new();
+        for r in 0..case.rows {
+            for d in 0..dim {
+                y.push(
+                    (0..hc)
+                        .map(|i| pre[r * hc + i] as f64 * x[(r * hc + i) * dim + d] as f64)
+                        .sum(),
+                );
+            }
+        }
+        vec![y]
+    }
+
+    fn launches(&self, backend: Backend) -> Vec<Launch> {
+        match backend {
+            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
+            Backend::Cuda => Vec::new(),
+        }
+    }
+
+    fn controls(&self) -> &'static [&'static str] {
+        &["skip_last_row", "drop_last_stream", "order_by_tile"]
+    }
+
+    fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
+        let Launch::Cpu(l) = launch;
+        let (hc, dim) = (case.get("hc"), case.get("dim"));
+        hc_pre(
+            inputs[0].buf.f32(),
+            inputs[1].buf.f32(),
+            hc,
+            dim,
+            out[0].f32(),
+            l,
+            faults,
+        );
+    }
+}
