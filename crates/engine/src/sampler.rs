@@ -1,0 +1,229 @@
+//! Keyed sampling: the token at position p is a pure function of (logits row, parameters, request key, p).
+
+use tensorfold_kernels::cpu::math::exp;
+
+use crate::philox;
+
+/// Sampling parameters of one request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: f32,
+    /// 0 means no top-k cut.
+    pub top_k: u32,
+    /// 1 means no nucleus cut.
+    pub top_p: f32,
+    /// 0 means no min-p cut.
+    pub min_p: f32,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding.
+    pub fn greedy() -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            ..Default::default()
+        }
+    }
+
+    /// Checks ranges, naming the field and the allowed values.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(format!(
+                "temperature must be a finite number >= 0, got {}",
+                self.temperature
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(format!("min_p must be in [0, 1], got {}", self.min_p));
+        }
+        Ok(())
+    }
+}
+
+/// The request key from its prompt when no seed is given: a stable hash of the token ids.
+pub fn prompt_key(tokens: &[u32]) -> u64 {
+    let mut h = 0x9E37_79B9_7F4A_7C15u64 ^ tokens.len() as u64;
+    for &t in tokens {
+        h = (h ^ t as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 29;
+    }
+    h
+}
+
+/// The highest logit's token, ties to the lowest id (NaN never wins).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > logits[best] || logits[best].is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Draws the token at `position` for a request keyed by `key`.
+pub fn sample(logits: &[f32], params: &SamplingParams, key: u64, position: u64) -> u32 {
+    if params.temperature <= 0.0 {
+        return argmax(logits);
+    }
+    let scaled: Vec<f32> = logits
+        .iter()
+        .map(|&l| {
+            if l.is_nan() {
+                f32::NEG_INFINITY
+            } else {
+                l / params.temperature
+            }
+        })
+        .collect();
+    let max = scaled.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut cand: Vec<(f32, u32)> = scaled
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (exp(v - max), i as u32))
+        .filter(|&(w, _)| w > 0.0)
+        .collect();
+    let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    let k = params.top_k as usize;
+    if k > 0 && k < cand.len() {
+        cand.select_nth_unstable_by(k - 1, order);
+        cand.truncate(k);
+    }
+    cand.sort_unstable_by(order);
+    if params.min_p > 0.0 {
+        cand.retain(|&(w, _)| w >= params.min_p);
+    }
+    let total: f64 = cand.iter().map(|&(w, _)| w as f64).sum();
+    if params.top_p < 1.0 {
+        let cut = params.top_p as f64 * total;
+        let mut cum = 0.0;
+        let keep = cand
+            .iter()
+            .position(|&(w, _)| {
+                cum += w as f64;
+                cum >= cut
+            })
+            .map_or(cand.len(), |i| i + 1);
+        cand.truncate(keep);
+    }
+    let kept: f64 = cand.iter().map(|&(w, _)| w as f64).sum();
+    let target = philox::uniform(key, position, 0) * kept;
+    let mut cum = 0.0;
+    for &(w, id) in &cand {
+        cum += w as f64;
+        if cum > target {
+            return id;
+        }
+    }
+    cand.last().map_or_else(|| argmax(logits), |&(_, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn logits() -> Vec<f32> {
+        (0..1000).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect()
+    }
+
+    #[test]
+    fn greedy_is_argmax_with_lowest_id_on_ties() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(sample(&[1.0, 3.0, 3.0], &SamplingParams::greedy(), 5, 0), 1);
+    }
+
+    #[test]
+    fn draws_are_keyed_by_request_and_position() {
+        let l = logits();
+        let p = SamplingParams {
+            temperature: 1.0,
+            ..Default::default()
+        };
+        let a: Vec<u32> = (0..64).map(|pos| sample(&l, &p, 42, pos)).collect();
+        let b: Vec<u32> = (0..64).map(|pos| sample(&l, &p, 42, pos)).collect();
+        let c: Vec<u32> = (0..64).map(|pos| sample(&l, &p, 43, pos)).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.iter().collect::<std::collections::BTreeSet<_>>().len() > 10);
+    }
+
+    #[test]
+    fn cuts_restrict_the_candidates() {
+        let l = logits();
+        let top: Vec<u32> = {
+            let mut ids: Vec<u32> = (0..1000).collect();
+            ids.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]).then(a.cmp(&b)));
+            ids
+        };
+        for pos in 0..200 {
+            let t = sample(
+                &l,
+                &SamplingParams {
+                    top_k: 3,
+                    ..Default::default()
+                },
+                9,
+                pos,
+            );
+            assert!(top[..3].contains(&t));
+            let t = sample(
+                &l,
+                &SamplingParams {
+                    top_p: 0.05,
+                    temperature: 0.5,
+                    ..Default::default()
+                },
+                9,
+                pos,
+            );
+            assert!(top[..20].contains(&t), "{t}");
+            let t = sample(
+                &l,
+                &SamplingParams {
+                    min_p: 0.9,
+                    ..Default::default()
+                },
+                9,
+                pos,
+            );
+            assert!(l[t as usize] >= l[top[0] as usize] + 0.9f32.ln() - 1e-6);
+        }
+    }
+
+    #[test]
+    fn ranges_are_validated() {
+        assert!(
+            SamplingParams {
+                temperature: -1.0,
+                ..Default::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SamplingParams {
+                top_p: 0.0,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap_err()
+            .contains("top_p")
+        );
+        assert!(SamplingParams::default().validate().is_ok());
+    }
+}
