@@ -11,5 +11,9 @@ pub mod rms_norm;
 // group B: GEMMs
 // group C: mHC, routers, MoE join
 // group D: compressor, indexer, attention
+pub mod compress;
+pub mod index_scores;
+pub mod index_topk;
+pub mod sparse_attn;
 
 pub use faults::Faults;

@@ -10,5 +10,9 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         // group B: GEMMs
         // group C: mHC, routers, MoE join
         // group D: compressor, indexer, attention
+        &crate::compress::Compress,
+        &crate::index_scores::IndexScores,
+        &crate::index_topk::IndexTopk,
+        &crate::sparse_attn::SparseAttn,
     ]
 }
