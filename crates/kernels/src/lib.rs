@@ -19,5 +19,9 @@ pub mod hc_split_sinkhorn;
 pub mod moe_join;
 pub mod router;
 // group D: compressor, indexer, attention
+pub mod compress;
+pub mod index_scores;
+pub mod index_topk;
+pub mod sparse_attn;
 
 pub use faults::Faults;

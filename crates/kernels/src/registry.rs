@@ -18,5 +18,9 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::hash_router::HashRouter,
         &crate::moe_join::MoeJoin,
         // group D: compressor, indexer, attention
+        &crate::compress::Compress,
+        &crate::index_scores::IndexScores,
+        &crate::index_topk::IndexTopk,
+        &crate::sparse_attn::SparseAttn,
     ]
 }

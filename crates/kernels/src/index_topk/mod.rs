@@ -1,0 +1,121 @@
+//! `index_topk`: per query row, the compressed entries with the `index_topk` highest indexer scores, ascending, -1 padded.
+
+mod cpu;
+
+pub use cpu::index_topk;
+
+use std::cmp::Ordering;
+
+use crate::contract::rng::Rng;
+use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::cpu::CpuLaunch;
+use crate::faults::Faults;
+
+pub struct IndexTopk;
+
+impl Kernel for IndexTopk {
+    fn name(&self) -> &'static str {
+        "index_topk"
+    }
+
+    fn family(&self) -> &'static str {
+        "dsv4"
+    }
+
+    fn bound(&self) -> Bound {
+        Bound {
+            rel_norm: 0.0,
+            abs: 0.0,
+            rel: 0.0,
+            why: "integer indices from comparisons only: exact",
+        }
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        let mut cases = Vec::new();
+        for (rows, cols, top_k, ties) in [
+            (3, 1, 1, 0),
+            (17, 31, 16, 1),
+            (9, 257, 16, 0),
+            (7, 100, 16, 1),
+            (5, 600, 512, 0),
+            (3, 4099, 512, 1),
+        ] {
+            cases.push(Case::new(rows, &[("cols", cols), ("top_k", top_k), ("ties", ties)]));
+        }
+        cases
+    }
+
+    fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
+        let cols = case.get("cols");
+        let ties = case.get("ties") == 1;
+        let mut scores = Vec::with_capacity(case.rows * cols);
+        let mut visible = Vec::with_capacity(case.rows);
+        for r in 0..case.rows {
+            let v = match r {
+                0 => 0,
+                1 => cols,
+                _ => rng.below(cols as u64 + 1) as usize,
+            };
+            visible.push(v as i32);
+            for j in 0..cols {
+                let s = rng.normal();
+                // With ties on, scores take few values (zero among them, both signs), so ties straddle the cut.
+                let s = if ties { (s * 2.0).round() * 0.5 } else { s };
+                scores.push(if j < v { s } else { f32::NEG_INFINITY });
+            }
+        }
+        vec![
+            Arg::per_row("scores", Buf::F32(scores), cols),
+            Arg::per_row("num_visible", Buf::I32(visible), 1),
+        ]
+    }
+
+    fn outputs(&self, case: &Case) -> Vec<OutSpec> {
+        vec![OutSpec {
+            name: "indices",
+            kind: OutKind::I32,
+            row_len: case.get("top_k"),
+        }]
+    }
+
+    fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
+        let (cols, top_k) = (case.get("cols"), case.get("top_k"));
+        let (scores, visible) = (inputs[0].buf.f32(), inputs[1].buf.i32());
+        let mut y = Vec::with_capacity(case.rows * top_k);
+        for r in 0..case.rows {
+            let mut ranked: Vec<(f64, usize)> = (0..visible[r] as usize)
+                .map(|j| (scores[r * cols + j] as f64, j))
+                .collect();
+            ranked.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal).then(a.1.cmp(&b.1)));
+            let mut picked: Vec<usize> = ranked.iter().take(top_k).map(|&(_, j)| j).collect();
+            picked.sort();
+            y.extend(picked.iter().map(|&j| j as f64));
+            y.extend(std::iter::repeat_n(-1.0, top_k - picked.len()));
+        }
+        vec![y]
+    }
+
+    fn launches(&self, backend: Backend) -> Vec<Launch> {
+        match backend {
+            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
+            Backend::Cuda => Vec::new(),
+        }
+    }
+
+    fn controls(&self) -> &'static [&'static str] {
+        &["tie_higher_index", "unpadded_short_rows", "score_order"]
+    }
+
+    fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
+        let Launch::Cpu(l) = launch;
+        index_topk(
+            inputs[0].buf.f32(),
+            inputs[1].buf.i32(),
+            case.get("top_k"),
+            out[0].i32(),
+            l,
+            faults,
+        );
+    }
+}
