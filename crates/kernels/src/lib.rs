@@ -8,6 +8,13 @@ pub mod rng;
 
 pub mod rms_norm;
 // group A: elementwise, norms, RoPE, quantisation round trips
+pub mod act_quant;
+pub mod embedding;
+pub mod fp4_round_trip;
+pub mod hadamard;
+pub mod head_rms_norm;
+pub mod rope;
+pub mod swiglu;
 // group B: GEMMs
 // group C: mHC, routers, MoE join
 pub mod hash_router;

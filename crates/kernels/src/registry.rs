@@ -7,6 +7,13 @@ pub fn all() -> Vec<&'static dyn Kernel> {
     vec![
         &crate::rms_norm::RmsNorm,
         // group A: elementwise, norms, RoPE, quantisation round trips
+        &crate::act_quant::ActQuant,
+        &crate::embedding::Embedding,
+        &crate::fp4_round_trip::Fp4RoundTrip,
+        &crate::hadamard::Hadamard,
+        &crate::head_rms_norm::HeadRmsNorm,
+        &crate::rope::Rope,
+        &crate::swiglu::Swiglu,
         // group B: GEMMs
         // group C: mHC, routers, MoE join
         &crate::hc_mix::HcMix,

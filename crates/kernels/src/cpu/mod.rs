@@ -3,6 +3,7 @@
 mod dot;
 pub mod math;
 pub mod quant;
+pub mod quant_simd;
 mod threads;
 
 pub use dot::{LANES, dot, reduce_lanes};
