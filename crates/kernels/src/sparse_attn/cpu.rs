@@ -15,9 +15,11 @@ pub struct AttnShape {
     pub num_heads: usize,
     pub head_dim: usize,
     pub softmax_scale: f32,
+    /// Round probabilities to bf16 before P.V, as DeepSeek's official kernel does (transformers does not).
+    pub bf16_probs: bool,
 }
 
-/// `o[r, h] = sum_e bf16(p[r, h, e]) * kv[idx[r, e]]` over the row's listed entries (`-1`: none), `p` the softmax with sink of `q[r, h] . kv * scale`.
+/// `o[r, h] = sum_e bf16?(p[r, h, e]) * kv[idx[r, e]]` over the row's listed entries (`-1`: none), `p` the softmax with sink of `q[r, h] . kv * scale`.
 #[allow(clippy::too_many_arguments)]
 pub fn sparse_attn(
     q: &[f32],
@@ -119,7 +121,11 @@ impl Ctx<'_> {
             }
             for s in p_h[..len].iter_mut() {
                 let v = *s / den;
-                *s = if self.unrounded { v } else { bf16_to_f32(f32_to_bf16(v)) };
+                *s = if self.unrounded || !self.shape.bf16_probs {
+                    v
+                } else {
+                    bf16_to_f32(f32_to_bf16(v))
+                };
             }
         }
         o.fill(0.0);
@@ -156,6 +162,7 @@ mod tests {
             num_heads: sink.len(),
             head_dim: hd,
             softmax_scale: 0.25,
+            bf16_probs: true,
         };
         let launch = CpuLaunch {
             threads,

@@ -26,6 +26,7 @@ fn shape(case: &Case) -> AttnShape {
         num_heads: case.get("heads"),
         head_dim: hd,
         softmax_scale: (1.0 / (hd as f64).sqrt()) as f32,
+        bf16_probs: case.get("bf16_probs") == 1,
     }
 }
 
@@ -60,12 +61,13 @@ impl Kernel for SparseAttn {
 
     fn cases(&self) -> Vec<Case> {
         let mut cases = Vec::new();
-        for (rows, heads, head_dim, window, comp, entries) in [
-            (3, 1, 1, 4, 2, 16),
-            (17, 3, 17, 7, 5, 40),
-            (5, 2, 257, 31, 16, 100),
-            (4, 8, 512, 128, 16, 400),
-            (2, 64, 512, 128, 512, 2176),
+        for (rows, heads, head_dim, window, comp, entries, bf16_probs) in [
+            (3, 1, 1, 4, 2, 16, 1),
+            (17, 3, 17, 7, 5, 40, 1),
+            (5, 2, 257, 31, 16, 100, 1),
+            (4, 8, 512, 128, 16, 400, 1),
+            (2, 64, 512, 128, 512, 2176, 1),
+            (7, 4, 128, 32, 8, 64, 0),
         ] {
             cases.push(Case::new(
                 rows,
@@ -75,6 +77,7 @@ impl Kernel for SparseAttn {
                     ("window", window),
                     ("comp", comp),
                     ("entries", entries),
+                    ("bf16_probs", bf16_probs),
                 ],
             ));
         }
@@ -165,8 +168,13 @@ impl Kernel for SparseAttn {
                 let den = scores.iter().map(|s| (s - m).exp()).sum::<f64>() + (s_h - m).exp();
                 let o = &mut y[(r * heads + h) * hd..(r * heads + h + 1) * hd];
                 for (&e, s) in visible.iter().zip(&scores) {
-                    // The probability as the model casts it: to bf16 before P.V.
-                    let p = bf16_to_f32(f32_to_bf16(((s - m).exp() / den) as f32)) as f64;
+                    // The probability as the model casts it: to bf16 before P.V when the case asks.
+                    let exact = (s - m).exp() / den;
+                    let p = if case.get("bf16_probs") == 1 {
+                        bf16_to_f32(f32_to_bf16(exact as f32)) as f64
+                    } else {
+                        exact
+                    };
                     for (oc, &v) in o.iter_mut().zip(&kv[e * hd..(e + 1) * hd]) {
                         *oc += p * v as f64;
                     }

@@ -11,6 +11,8 @@ pub struct Semantics {
     /// Activations entering FP8 and MXFP4 GEMMs quantised to FP8 per 128: official; transformers multiplies
     /// dequantised weights by unquantised activations.
     pub act_quant_gemm_inputs: bool,
+    /// Attention probabilities rounded to bf16 before P.V: official; transformers keeps them in f32.
+    pub attn_bf16_probs: bool,
 }
 
 impl Semantics {
@@ -20,6 +22,7 @@ impl Semantics {
             kv_fp8_round_trip: true,
             indexer_fp4_round_trip: true,
             act_quant_gemm_inputs: true,
+            attn_bf16_probs: true,
         }
     }
 
@@ -29,6 +32,7 @@ impl Semantics {
             kv_fp8_round_trip: false,
             indexer_fp4_round_trip: false,
             act_quant_gemm_inputs: false,
+            attn_bf16_probs: false,
         }
     }
 }

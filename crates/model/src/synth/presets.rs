@@ -130,7 +130,7 @@ fn tiny() -> Dsv4Config {
         moe_intermediate_size: 128,
         num_hash_layers: 2,
         sliding_window: 32,
-        index_n_heads: 4,
+        index_n_heads: 16,
         index_head_dim: 128,
         index_topk: 16,
         compress_ratios: vec![0, 4, 128, 4, 0],

@@ -1,0 +1,195 @@
+//! One layer's attention: queries, KV into the window, compressed entries, indexer top-k, sparse attention with the
+//! sink, inverse RoPE and the grouped output projection.
+
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::act_quant::act_quant;
+use tensorfold_kernels::fp4_round_trip::fp4_round_trip;
+use tensorfold_kernels::hadamard::hadamard;
+use tensorfold_kernels::head_rms_norm::head_rms_norm;
+use tensorfold_kernels::index_scores::{IndexShape, index_scores};
+use tensorfold_kernels::index_topk::index_topk;
+use tensorfold_kernels::rms_norm::rms_norm;
+use tensorfold_kernels::rope::rope;
+use tensorfold_kernels::sparse_attn::{AttnShape, sparse_attn};
+
+use super::compressor::{self, Kind};
+use super::{Pass, linear};
+use crate::dsv4::cache::Dsv4Cache;
+use crate::dsv4::weights::{Attention, Indexer};
+
+/// Runs layer `layer_idx`'s attention on normed rows `x` `[rows, D]`, returning `[rows, D]`.
+pub(crate) fn attention(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Attention,
+    x: &[f32],
+    cache: &mut Dsv4Cache,
+) -> Vec<f32> {
+    let m = pass.model;
+    let c = &m.config;
+    let (rows, h, hd, rope_dim) = (pass.rows(), c.num_attention_heads, c.head_dim, c.qk_rope_head_dim);
+    let ratio = c.compress_ratio(layer_idx);
+    let (l, f) = (&pass.launch, Faults::NONE);
+    let freqs = m.rope_for(ratio);
+
+    let qa = linear::fp8(pass, x, &w.wq_a); // [rows, q_lora]
+    let mut qr = vec![0f32; qa.len()];
+    rms_norm(&qa, &w.q_norm, pass.eps(), &mut qr, l, f);
+    let mut q = linear::fp8(pass, &qr, &w.wq_b); // [rows, H * hd]
+    head_rms_norm(&mut q, hd, pass.eps(), l, f);
+    rope(&mut q, &pass.positions, hd, freqs, false, l, f);
+
+    let kv_raw = linear::fp8(pass, x, &w.wkv); // [rows, hd]
+    let mut kv = vec![0f32; kv_raw.len()];
+    rms_norm(&kv_raw, &w.kv_norm, pass.eps(), &mut kv, l, f);
+    rope(&mut kv, &pass.positions, hd, freqs, false, l, f);
+    if m.semantics.kv_fp8_round_trip {
+        act_quant(&mut kv, hd, hd - rope_dim, 64, l, f);
+    }
+
+    if let Some(comp) = &w.compressor {
+        compressor::step(pass, layer_idx, comp, x, cache, Kind::Kv);
+    }
+    let selected = w.indexer.as_ref().map(|idx| {
+        compressor::step(pass, layer_idx, &idx.compressor, x, cache, Kind::Index);
+        indexer_topk(pass, layer_idx, idx, x, &qr, cache)
+    });
+
+    let (table, lists) = gather(pass, layer_idx, &kv, selected.as_deref(), cache);
+    let mut o = vec![0f32; rows * h * hd];
+    let shape = AttnShape {
+        num_heads: h,
+        head_dim: hd,
+        softmax_scale: (1.0 / (hd as f64).sqrt()) as f32,
+        bf16_probs: m.semantics.attn_bf16_probs,
+    };
+    sparse_attn(&q, &lists, &table, &w.attn_sink, shape, &mut o, l, f);
+    rope(&mut o, &pass.positions, hd, freqs, true, l, f);
+
+    let window = c.sliding_window;
+    for g in &pass.groups {
+        let layer = &mut cache.seq_mut(g.seq, c).layers[layer_idx];
+        for (i, &r) in g.rows.iter().enumerate() {
+            let slot = (g.start as usize + i) % window;
+            layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&kv[r * hd..(r + 1) * hd]);
+        }
+    }
+    let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
+    linear::fp8(pass, &oa, &w.wo_b)
+}
+
+/// The indexer's top-k compressed entries per row (logical entry indices, ascending, -1 padded).
+fn indexer_topk(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Indexer,
+    x: &[f32],
+    qr: &[f32],
+    cache: &mut Dsv4Cache,
+) -> Vec<i32> {
+    let c = &pass.model.config;
+    let (rows, ih, ihd) = (pass.rows(), c.index_n_heads, c.index_head_dim);
+    let (l, f) = (&pass.launch, Faults::NONE);
+    let mut iq = linear::fp8(pass, qr, &w.wq_b); // [rows, ih * ihd]
+    rope(&mut iq, &pass.positions, ihd, pass.model.rope_for(4), false, l, f);
+    if pass.model.semantics.indexer_fp4_round_trip {
+        hadamard(&mut iq, ihd, l, f);
+        fp4_round_trip(&mut iq, ihd, l, f);
+    }
+    let mut iw = linear::bf16(pass, x, &w.weights_proj); // [rows, ih]
+    let scale = (1.0 / ((ihd * ih) as f64).sqrt()) as f32;
+    iw.iter_mut().for_each(|v| *v *= scale);
+    let mut keys = Vec::new();
+    let mut key_range = vec![0i32; rows * 2];
+    let mut visible = vec![0i32; rows];
+    for g in &pass.groups {
+        let st = cache.seq_mut(g.seq, c).layers[layer_idx]
+            .indexer
+            .as_ref()
+            .expect("ratio-4 layer has an indexer");
+        let start = (keys.len() / ihd) as i32;
+        keys.extend_from_slice(&st.entries);
+        for (i, &r) in g.rows.iter().enumerate() {
+            let t = g.start as usize + i;
+            visible[r] = ((t + 1) / 4) as i32;
+            key_range[2 * r] = start;
+            key_range[2 * r + 1] = visible[r];
+        }
+    }
+    let top_k = c.index_topk;
+    let mut out = vec![-1i32; rows * top_k];
+    let cols = visible.iter().copied().max().unwrap_or(0) as usize;
+    if cols == 0 {
+        return out;
+    }
+    let mut scores = vec![0f32; rows * cols];
+    index_scores(
+        &iq,
+        &iw,
+        &key_range,
+        &keys,
+        IndexShape {
+            num_heads: ih,
+            head_dim: ihd,
+        },
+        &mut scores,
+        l,
+        f,
+    );
+    index_topk(&scores, &visible, top_k, &mut out, l, f);
+    out
+}
+
+/// The KV table (window then compressed entries of every sequence) and each row's entry list, -1 padded.
+fn gather(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    kv: &[f32],
+    selected: Option<&[i32]>,
+    cache: &mut Dsv4Cache,
+) -> (Vec<f32>, Vec<i32>) {
+    let c = &pass.model.config;
+    let (rows, hd, window) = (pass.rows(), c.head_dim, c.sliding_window);
+    let ratio = c.compress_ratio(layer_idx);
+    let top_k = c.index_topk;
+    let mut table = Vec::new();
+    let mut lists: Vec<Vec<i32>> = vec![Vec::new(); rows];
+    for g in &pass.groups {
+        let layer = &cache.seq_mut(g.seq, c).layers[layer_idx];
+        let start = g.start as usize;
+        let first = start.saturating_sub(window - 1);
+        let base = (table.len() / hd) as i64 - first as i64;
+        for p in first..start {
+            let slot = p % window;
+            table.extend_from_slice(&layer.window[slot * hd..(slot + 1) * hd]);
+        }
+        for &r in &g.rows {
+            table.extend_from_slice(&kv[r * hd..(r + 1) * hd]);
+        }
+        let comp_base = (table.len() / hd) as i32;
+        if let Some(st) = &layer.compressor {
+            table.extend_from_slice(&st.entries);
+        }
+        for (i, &r) in g.rows.iter().enumerate() {
+            let t = start + i;
+            let list = &mut lists[r];
+            list.extend((t.saturating_sub(window - 1)..=t).map(|p| (base + p as i64) as i32));
+            match (ratio, selected) {
+                (4, Some(sel)) => list.extend(
+                    sel[r * top_k..(r + 1) * top_k]
+                        .iter()
+                        .filter(|&&j| j >= 0)
+                        .map(|&j| comp_base + j),
+                ),
+                (0, _) => {}
+                _ => list.extend((0..(t + 1) / ratio).map(|j| comp_base + j as i32)),
+            }
+        }
+    }
+    let width = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let flat = lists.into_iter().flat_map(|mut l| {
+        l.resize(width, -1);
+        l
+    });
+    (table, flat.collect())
+}

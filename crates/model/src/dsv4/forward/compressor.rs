@@ -1,0 +1,115 @@
+//! Feeds a batch's rows into each sequence's compressor and appends the entries they finish.
+
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::act_quant::act_quant;
+use tensorfold_kernels::compress::{CompressShape, compress};
+use tensorfold_kernels::fp4_round_trip::fp4_round_trip;
+use tensorfold_kernels::hadamard::hadamard;
+use tensorfold_kernels::rms_norm::rms_norm;
+use tensorfold_kernels::rope::rope;
+
+use super::{Pass, linear};
+use crate::dsv4::cache::{CompressorState, Dsv4Cache};
+use crate::dsv4::weights::Compressor;
+
+/// Which compressor of a layer, and so which finishing steps its entries get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Attention KV entries: RMSNorm, RoPE, then the FP8 round trip on the non-RoPE dims.
+    Kv,
+    /// Indexer keys: RMSNorm, RoPE, then the Hadamard rotation and the FP4 round trip.
+    Index,
+}
+
+fn state<'c>(
+    cache: &'c mut Dsv4Cache,
+    pass: &Pass<'_>,
+    g: usize,
+    layer_idx: usize,
+    kind: Kind,
+) -> &'c mut CompressorState {
+    let layer = &mut cache.seq_mut(pass.groups[g].seq, &pass.model.config).layers[layer_idx];
+    let s = if kind == Kind::Kv {
+        &mut layer.compressor
+    } else {
+        &mut layer.indexer
+    };
+    s.as_mut().expect("a compressed layer has compressor state")
+}
+
+/// Appends the rows' projections to every sequence's state of `kind` and computes the entries they finish.
+pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &[f32], cache: &mut Dsv4Cache, kind: Kind) {
+    let (ratio, hd) = (w.ratio, w.head_dim);
+    let shape = CompressShape {
+        ratio,
+        head_dim: hd,
+        overlap: ratio == 4,
+    };
+    let width = shape.width();
+    let kv = linear::bf16(pass, x, &w.wkv);
+    let gate = linear::bf16(pass, x, &w.wgate);
+    let (mut table_kv, mut table_gate, mut token_idx, mut positions) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut new_per_group = Vec::new();
+    for (g, group) in pass.groups.iter().enumerate() {
+        let st = state(cache, pass, g, layer_idx, kind);
+        for &r in &group.rows {
+            st.kv.extend_from_slice(&kv[r * width..(r + 1) * width]);
+            st.gate.extend_from_slice(&gate[r * width..(r + 1) * width]);
+        }
+        let base = (table_kv.len() / width) as i64 - st.first_pos as i64;
+        table_kv.extend_from_slice(&st.kv);
+        table_gate.extend_from_slice(&st.gate);
+        let end = group.start as usize + group.rows.len();
+        let (done_before, done_after) = (group.start as usize / ratio, end / ratio);
+        for entry in done_before..done_after {
+            for s in 0..shape.slots() {
+                let pos = if shape.overlap {
+                    (entry as i64 - 1) * ratio as i64 + s as i64
+                } else {
+                    (entry * ratio + s) as i64
+                };
+                token_idx.push(if pos < 0 { -1 } else { (base + pos) as i32 });
+            }
+            positions.push((entry * ratio) as i32);
+        }
+        new_per_group.push(done_after - done_before);
+    }
+    let num_new = positions.len();
+    if num_new > 0 {
+        let (l, f) = (&pass.launch, Faults::NONE);
+        let mut pooled = vec![0f32; num_new * hd];
+        compress(&table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled, l, f);
+        let mut entries = vec![0f32; num_new * hd];
+        rms_norm(&pooled, &w.norm, pass.eps(), &mut entries, l, f);
+        let rope_dim = pass.model.config.qk_rope_head_dim;
+        rope(&mut entries, &positions, hd, pass.model.rope_for(ratio), false, l, f);
+        let sem = pass.model.semantics;
+        match kind {
+            Kind::Kv if sem.kv_fp8_round_trip => act_quant(&mut entries, hd, hd - rope_dim, 64, l, f),
+            Kind::Index if sem.indexer_fp4_round_trip => {
+                hadamard(&mut entries, hd, l, f);
+                fp4_round_trip(&mut entries, hd, l, f);
+            }
+            _ => {}
+        }
+        let mut offset = 0;
+        for (g, &n) in new_per_group.iter().enumerate() {
+            let st = state(cache, pass, g, layer_idx, kind);
+            st.entries.extend_from_slice(&entries[offset * hd..(offset + n) * hd]);
+            offset += n;
+        }
+    }
+    for (g, group) in pass.groups.iter().enumerate() {
+        let st = state(cache, pass, g, layer_idx, kind);
+        let done = (group.start as usize + group.rows.len()) / ratio;
+        let keep_from = if shape.overlap {
+            ratio * done.saturating_sub(1)
+        } else {
+            ratio * done
+        } as u32;
+        let drop = (keep_from - st.first_pos) as usize * width;
+        st.kv.drain(..drop);
+        st.gate.drain(..drop);
+        st.first_pos = keep_from;
+    }
+}

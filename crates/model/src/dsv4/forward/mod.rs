@@ -1,0 +1,170 @@
+//! The DeepSeek V4 forward pass built from registered kernels: embedding, mHC blocks, final head.
+
+mod attention;
+mod block;
+mod compressor;
+mod linear;
+mod moe;
+
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_kernels::embedding::embedding;
+use tensorfold_kernels::hc_head::hc_head;
+use tensorfold_kernels::rms_norm::rms_norm;
+use tensorfold_kernels::rope::{Yarn, inv_freqs};
+
+use super::batch::{Batch, SeqRows};
+use super::cache::Dsv4Cache;
+use super::semantics::Semantics;
+use super::weights::Dsv4Weights;
+use crate::config::dsv4::Dsv4Config;
+
+/// Everything a forward pass needs besides the batch and the cache.
+pub struct Dsv4Model {
+    pub config: Dsv4Config,
+    pub weights: Dsv4Weights,
+    pub semantics: Semantics,
+    /// RoPE inverse frequencies of window-only layers (plain) and compressed layers (YaRN).
+    rope_main: Vec<f32>,
+    rope_compress: Vec<f32>,
+}
+
+/// What the layers of one pass share: rows, their positions and sequences, and the launch.
+pub(crate) struct Pass<'a> {
+    pub launch: CpuLaunch,
+    pub positions: Vec<i32>,
+    pub token_ids: Vec<i32>,
+    pub groups: Vec<SeqRows>,
+    pub model: &'a Dsv4Model,
+}
+
+impl Pass<'_> {
+    pub fn rows(&self) -> usize {
+        self.positions.len()
+    }
+
+    pub fn eps(&self) -> f32 {
+        self.model.config.rms_norm_eps as f32
+    }
+}
+
+/// Outputs of one forward pass.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    /// `[rows, vocab]` f32 logits.
+    pub logits: Vec<f32>,
+    /// When asked for: every main layer's output streams, `[layers][rows, hc, D]`.
+    pub layer_streams: Vec<Vec<f32>>,
+    /// The last layer's streams `[rows, hc, D]` (the MTP layer's input).
+    pub last_streams: Vec<f32>,
+}
+
+impl Dsv4Model {
+    /// A model over `weights` with `semantics`.
+    pub fn new(config: Dsv4Config, weights: Dsv4Weights, semantics: Semantics) -> Dsv4Model {
+        let c = &config;
+        let rope_main = inv_freqs(c.qk_rope_head_dim, c.rope_theta, None);
+        let yarn = Yarn {
+            factor: c.rope_scaling.factor,
+            original_max_position_embeddings: c.rope_scaling.original_max_position_embeddings as f64,
+            beta_fast: c.rope_scaling.beta_fast,
+            beta_slow: c.rope_scaling.beta_slow,
+        };
+        let rope_compress = inv_freqs(c.qk_rope_head_dim, c.compress_rope_theta, Some(yarn));
+        Dsv4Model {
+            config,
+            weights,
+            semantics,
+            rope_main,
+            rope_compress,
+        }
+    }
+
+    /// RoPE frequencies for a layer of compress `ratio`.
+    pub(crate) fn rope_for(&self, ratio: usize) -> &[f32] {
+        if ratio == 0 {
+            &self.rope_main
+        } else {
+            &self.rope_compress
+        }
+    }
+
+    /// Runs `batch` through the model, reading and advancing each sequence's state in `cache`.
+    pub fn forward(
+        &self,
+        batch: &Batch,
+        cache: &mut Dsv4Cache,
+        launch: CpuLaunch,
+        keep_layers: bool,
+    ) -> Result<Output, String> {
+        let c = &self.config;
+        let groups = batch.by_seq()?;
+        for g in &groups {
+            let seq = cache.seq_mut(g.seq, c);
+            if seq.len != g.start {
+                return Err(format!(
+                    "sequence {} is at position {}, the batch starts it at {}",
+                    g.seq.0, seq.len, g.start
+                ));
+            }
+        }
+        if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
+        }
+        let pass = Pass {
+            launch,
+            positions: batch.positions.iter().map(|&p| p as i32).collect(),
+            token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
+            groups,
+            model: self,
+        };
+        let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
+        let mut emb = vec![0f32; rows * d];
+        embedding(
+            &self.weights.embed.bytes,
+            d,
+            &pass.token_ids,
+            &mut emb,
+            &launch,
+            Faults::NONE,
+        );
+        let mut x: Vec<f32> = emb.chunks(d).flat_map(|row| row.repeat(hc)).collect(); // [rows, hc, D]
+        let mut out = Output::default();
+        for (layer_idx, w) in self.weights.layers.iter().enumerate() {
+            x = block::block(&pass, layer_idx, w, &x, cache);
+            if keep_layers {
+                out.layer_streams.push(x.clone());
+            }
+        }
+        for g in &pass.groups {
+            cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
+        }
+        out.logits = self.head(&pass, &x, &self.weights.hc_head, &self.weights.norm);
+        out.last_streams = x;
+        Ok(out)
+    }
+
+    /// hc_head, the final norm and the vocabulary head: `[rows, hc, D]` streams to `[rows, vocab]` logits.
+    pub(crate) fn head(&self, pass: &Pass<'_>, x: &[f32], hc: &super::weights::Hc, norm: &[f32]) -> Vec<f32> {
+        let c = &self.config;
+        let (rows, d) = (pass.rows(), c.hidden_size);
+        let mut y = vec![0f32; rows * d];
+        let (eps, hc_eps) = (pass.eps(), c.hc_eps as f32);
+        hc_head(
+            x,
+            &hc.fn_,
+            &hc.base,
+            hc.scale[0],
+            c.hc_mult,
+            d,
+            eps,
+            hc_eps,
+            &mut y,
+            &pass.launch,
+            Faults::NONE,
+        );
+        let mut yn = vec![0f32; rows * d];
+        rms_norm(&y, norm, eps, &mut yn, &pass.launch, Faults::NONE);
+        linear::bf16(pass, &yn, &self.weights.head)
+    }
+}
