@@ -24,18 +24,20 @@ pub struct LayerCache {
     pub indexer: Option<CompressorState>,
 }
 
-/// One sequence's state across the main layers.
+/// One sequence's state across the main layers, then the MTP layers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SeqCache {
-    /// Tokens already processed (the next row's position).
+    /// Tokens the main layers have processed (the next row's position).
     pub len: u32,
+    /// Positions each MTP layer has processed.
+    pub mtp_len: Vec<u32>,
     pub layers: Vec<LayerCache>,
 }
 
 impl SeqCache {
     /// An empty state for a model with `config`.
     pub fn new(config: &Dsv4Config) -> SeqCache {
-        let layers = (0..config.num_hidden_layers)
+        let layers = (0..config.compress_ratios.len())
             .map(|i| {
                 let ratio = config.compress_ratio(i);
                 LayerCache {
@@ -45,7 +47,11 @@ impl SeqCache {
                 }
             })
             .collect();
-        SeqCache { len: 0, layers }
+        SeqCache {
+            len: 0,
+            mtp_len: vec![0; config.num_nextn_predict_layers],
+            layers,
+        }
     }
 }
 

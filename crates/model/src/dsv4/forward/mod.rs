@@ -5,6 +5,7 @@ mod block;
 mod compressor;
 mod linear;
 mod moe;
+mod mtp;
 
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::cpu::CpuLaunch;
@@ -14,7 +15,7 @@ use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
 use super::batch::{Batch, SeqRows};
-use super::cache::Dsv4Cache;
+use super::cache::{Dsv4Cache, SeqCache};
 use super::semantics::Semantics;
 use super::weights::Dsv4Weights;
 use crate::config::dsv4::Dsv4Config;
@@ -89,6 +90,37 @@ impl Dsv4Model {
         }
     }
 
+    /// Checks `batch` against each sequence's position (`at`) and the vocabulary, and lays out its rows.
+    fn pass(
+        &self,
+        batch: &Batch,
+        cache: &mut Dsv4Cache,
+        launch: CpuLaunch,
+        at: impl Fn(&SeqCache) -> u32,
+    ) -> Result<Pass<'_>, String> {
+        let c = &self.config;
+        let groups = batch.by_seq()?;
+        for g in &groups {
+            let pos = at(cache.seq_mut(g.seq, c));
+            if pos != g.start {
+                return Err(format!(
+                    "sequence {} is at position {pos}, the batch starts it at {}",
+                    g.seq.0, g.start
+                ));
+            }
+        }
+        if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
+        }
+        Ok(Pass {
+            launch,
+            positions: batch.positions.iter().map(|&p| p as i32).collect(),
+            token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
+            groups,
+            model: self,
+        })
+    }
+
     /// Runs `batch` through the model, reading and advancing each sequence's state in `cache`.
     pub fn forward(
         &self,
@@ -98,26 +130,7 @@ impl Dsv4Model {
         keep_layers: bool,
     ) -> Result<Output, String> {
         let c = &self.config;
-        let groups = batch.by_seq()?;
-        for g in &groups {
-            let seq = cache.seq_mut(g.seq, c);
-            if seq.len != g.start {
-                return Err(format!(
-                    "sequence {} is at position {}, the batch starts it at {}",
-                    g.seq.0, seq.len, g.start
-                ));
-            }
-        }
-        if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
-            return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
-        }
-        let pass = Pass {
-            launch,
-            positions: batch.positions.iter().map(|&p| p as i32).collect(),
-            token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
-            groups,
-            model: self,
-        };
+        let pass = self.pass(batch, cache, launch, |seq| seq.len)?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let mut emb = vec![0f32; rows * d];
         embedding(

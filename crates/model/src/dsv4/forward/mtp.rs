@@ -1,0 +1,57 @@
+//! The MTP layer: predicts the token after next from the last layer's streams and the next token's embedding.
+
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::embedding::embedding;
+use tensorfold_kernels::rms_norm::rms_norm;
+
+use super::{Dsv4Model, block, linear};
+use crate::dsv4::batch::Batch;
+use crate::dsv4::cache::Dsv4Cache;
+
+impl Dsv4Model {
+    /// MTP layer `mtp_idx` on `batch`: row i joins `streams` row i (the main model's last-layer streams at that
+    /// position) with the embedding of `batch.token_ids[i]` (the token that follows it); returns `[rows, vocab]`.
+    pub fn forward_mtp(
+        &self,
+        mtp_idx: usize,
+        batch: &Batch,
+        streams: &[f32],
+        cache: &mut Dsv4Cache,
+        launch: tensorfold_kernels::cpu::CpuLaunch,
+    ) -> Result<Vec<f32>, String> {
+        let c = &self.config;
+        let w = self
+            .weights
+            .mtp
+            .get(mtp_idx)
+            .ok_or_else(|| format!("the checkpoint has no MTP layer {mtp_idx}"))?;
+        let layer_idx = c.num_hidden_layers + mtp_idx;
+        let pass = self.pass(batch, cache, launch, |seq| seq.mtp_len[mtp_idx])?;
+        let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
+        if streams.len() != rows * hc * d {
+            return Err(format!(
+                "MTP input streams hold {} values, expected {rows} x {hc} x {d}",
+                streams.len()
+            ));
+        }
+        let (l, f, eps) = (&pass.launch, Faults::NONE, pass.eps());
+        let mut emb = vec![0f32; rows * d];
+        embedding(&self.weights.embed.bytes, d, &pass.token_ids, &mut emb, l, f);
+        let mut e = vec![0f32; rows * d];
+        rms_norm(&emb, &w.enorm, eps, &mut e, l, f);
+        let mut h = vec![0f32; streams.len()];
+        rms_norm(streams, &w.hnorm, eps, &mut h, l, f);
+        let pe = linear::fp8(&pass, &e, &w.e_proj); // [rows, D]
+        let ph = linear::fp8(&pass, &h, &w.h_proj); // [rows * hc, D]
+        let x: Vec<f32> = ph
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| v + pe[(i / (hc * d)) * d + i % d])
+            .collect();
+        let x = block::block(&pass, layer_idx, &w.block, &x, cache);
+        for g in &pass.groups {
+            cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
+        }
+        Ok(self.head(&pass, &x, &w.hc_head, &w.norm))
+    }
+}
