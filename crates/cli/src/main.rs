@@ -1,5 +1,6 @@
 //! `tensorfold`: the TensorFold command line.
 
+mod bench;
 mod contract;
 mod info;
 mod synth;
@@ -22,6 +23,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Prove every registered kernel: written, accurate, invariant, repeatable, and every planted control caught.
     KernelContract(contract::ContractArgs),
+    /// Measure kernel speed (`bench kernels`: GEMV and GEMM GB/s and GFLOP/s beside the machine's read bandwidth).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -30,6 +33,7 @@ fn main() -> std::process::ExitCode {
         Command::Synth(args) => synth::run(args),
         Command::Info(args) => info::run(args),
         Command::KernelContract(args) => contract::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

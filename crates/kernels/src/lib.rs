@@ -16,6 +16,11 @@ pub mod head_rms_norm;
 pub mod rope;
 pub mod swiglu;
 // group B: GEMMs
+pub mod bf16_gemm;
+pub mod fp8_gemm;
+pub(crate) mod gemm;
+pub mod grouped_proj;
+pub mod mxfp4_gemm;
 // group C: mHC, routers, MoE join
 pub mod hash_router;
 pub mod hc_head;

@@ -15,6 +15,10 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::rope::Rope,
         &crate::swiglu::Swiglu,
         // group B: GEMMs
+        &crate::fp8_gemm::Fp8Gemm,
+        &crate::mxfp4_gemm::Mxfp4Gemm,
+        &crate::bf16_gemm::Bf16Gemm,
+        &crate::grouped_proj::GroupedProj,
         // group C: mHC, routers, MoE join
         &crate::hc_mix::HcMix,
         &crate::hc_split_sinkhorn::HcSplitSinkhorn,

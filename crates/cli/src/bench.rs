@@ -1,0 +1,349 @@
+//! `tensorfold bench kernels`: GEMV and GEMM speed on V4-Flash shapes beside this machine's measured read bandwidth.
+
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::bf16_gemm::bf16_gemm;
+use tensorfold_kernels::cpu::{CpuLaunch, SimdPath};
+use tensorfold_kernels::fp8_gemm::fp8_gemm;
+use tensorfold_kernels::grouped_proj::grouped_proj;
+use tensorfold_kernels::mxfp4_gemm::mxfp4_gemm;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// The GEMM kernels on V4-Flash shapes with 1 and 2 threads, against a plain 2-thread read of a large buffer.
+    Kernels(KernelsArgs),
+}
+
+#[derive(Args)]
+struct KernelsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seconds of calls per measurement.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Only benchmarks whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+    /// Cycle each benchmark's weights through copies of at least this many MiB (far above the caches by default).
+    #[arg(long, default_value_t = 256)]
+    working_set_mib: usize,
+}
+
+/// The read-bandwidth buffer.
+const READ_BYTES: usize = 1 << 30;
+/// Distinct experts an MXFP4 benchmark cycles through.
+const MIN_EXPERTS: usize = 64;
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.what {
+        BenchWhat::Kernels(k) => kernels(k),
+    }
+}
+
+/// One measured benchmark.
+struct Row {
+    name: String,
+    shape: String,
+    rows: usize,
+    threads: usize,
+    ms: f64,
+    weight_gbs: f64,
+    best_gbs: f64,
+    gflops: f64,
+}
+
+/// One call of a benchmark on copy `i` of its weights.
+type Call<'a> = Box<dyn FnMut(usize, &CpuLaunch) + 'a>;
+
+/// A benchmark: its weight bytes per call, FLOPs per call, and a call on copy `i` of its weights.
+struct Bench<'a> {
+    name: &'static str,
+    shape: String,
+    rows: usize,
+    bytes: usize,
+    flops: f64,
+    copies: usize,
+    call: Call<'a>,
+}
+
+fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
+    let simd = SimdPath::best();
+    let read_before = read_bandwidth(2);
+    let mut rows = Vec::new();
+    for spec in specs() {
+        if args.only.as_deref().is_some_and(|o| !spec.0.contains(o)) {
+            continue;
+        }
+        let working_set = if spec.0.contains("cached") {
+            0
+        } else {
+            args.working_set_mib << 20
+        };
+        let mut bench = build(spec, working_set);
+        for threads in [1, 2] {
+            let launch = CpuLaunch {
+                threads,
+                simd,
+                tile_rows: usize::MAX,
+            };
+            let copies = bench.copies;
+            (bench.call)(0, &launch);
+            let mut times = Vec::new();
+            let start = Instant::now();
+            while times.len() < 5 || start.elapsed().as_secs_f64() < args.seconds {
+                let t = Instant::now();
+                (bench.call)(times.len() % copies, &launch);
+                times.push(t.elapsed().as_secs_f64());
+            }
+            times.sort_by(f64::total_cmp);
+            let (secs, best) = (times[times.len() / 2], times[0]);
+            rows.push(Row {
+                name: bench.name.to_string(),
+                shape: bench.shape.clone(),
+                rows: bench.rows,
+                threads,
+                ms: secs * 1e3,
+                weight_gbs: bench.bytes as f64 / secs / 1e9,
+                best_gbs: bench.bytes as f64 / best / 1e9,
+                gflops: bench.flops / secs / 1e9,
+            });
+        }
+    }
+    // Measured before and after the kernels; the larger is the conservative reference.
+    let read_after = read_bandwidth(2);
+    let read_gbs = read_before.max(read_after);
+    if args.json {
+        let results: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({ "name": r.name, "shape": r.shape, "rows": r.rows, "threads": r.threads, "ms": r.ms,
+                        "weight_gb_per_s": r.weight_gbs, "best_weight_gb_per_s": r.best_gbs, "gflop_per_s": r.gflops,
+                        "fraction_of_read_bandwidth": r.weight_gbs / read_gbs })
+            })
+            .collect();
+        let out = json!({ "simd": simd.to_string(), "read_bandwidth_gb_per_s": read_gbs,
+                          "read_bandwidth_before_gb_per_s": read_before, "read_bandwidth_after_gb_per_s": read_after,
+                          "read_threads": 2, "results": results });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "read bandwidth: {read_gbs:.1} GB/s (2 threads summing {} MiB, best of 3; {read_before:.1} before the kernels, {read_after:.1} after); SIMD path {simd}",
+        READ_BYTES >> 20
+    );
+    println!("median call; `of read` is median weight GB/s over the read bandwidth");
+    println!(
+        "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>8}",
+        "kernel", "shape [n, k]", "rows", "thr", "ms/call", "weight GB/s", "best GB/s", "GFLOP/s", "of read"
+    );
+    for r in &rows {
+        println!(
+            "{:<22} {:<16} {:>4} {:>3} {:>9.3} {:>11.1} {:>9.1} {:>9.1} {:>7.0}%",
+            r.name,
+            r.shape,
+            r.rows,
+            r.threads,
+            r.ms,
+            r.weight_gbs,
+            r.best_gbs,
+            r.gflops,
+            100.0 * r.weight_gbs / read_gbs
+        );
+    }
+    Ok(())
+}
+
+/// (name, n, k, rows) of every benchmark; names with `cached` keep one copy of their weights, small enough for L2.
+fn specs() -> Vec<(&'static str, usize, usize, usize)> {
+    vec![
+        ("fp8 gemv cached", 1024, 512, 1),
+        ("fp8 gemv wq_b", 32768, 1024, 1),
+        ("fp8 gemv wo_b", 4096, 8192, 1),
+        ("fp8 gemv shared w1", 2048, 4096, 1),
+        ("fp8 gemm shared w1", 2048, 4096, 64),
+        ("mxfp4 gemv cached", 256, 4096, 1),
+        ("mxfp4 gemv expert w1", 2048, 4096, 1),
+        ("mxfp4 gemv expert w2", 4096, 2048, 1),
+        ("mxfp4 gemm expert w1", 2048, 4096, 64),
+        ("bf16 gemv head", 129_280, 4096, 1),
+        ("bf16 gemm router", 256, 4096, 64),
+        ("grouped_proj wo_a", 8 * 1024, 4096, 1),
+    ]
+}
+
+fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_set: usize) -> Bench<'a> {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (n * 31 + k) as u64;
+    let x: Vec<f32> = noise(&mut seed, rows * k)
+        .into_iter()
+        .map(|b| b as f32 / 64.0 - 2.0)
+        .collect();
+    let mut out = vec![0f32; rows * n];
+    let flops = 2.0 * (rows * n * k) as f64;
+    let shape = format!("[{n}, {k}]");
+    if name.starts_with("fp8") {
+        let scales = n.div_ceil(128) * k.div_ceil(128);
+        let bytes = n * k + scales;
+        let copies = working_set.div_ceil(bytes).max(1);
+        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
+        let s = vec![115u8; scales];
+        return Bench {
+            name,
+            shape,
+            rows,
+            bytes,
+            flops,
+            copies,
+            call: Box::new(move |i, l| fp8_gemm(&x, &w[i], &s, n, k, &mut out, l, Faults::NONE)),
+        };
+    }
+    if name.starts_with("mxfp4") {
+        let scales = n * k / 32;
+        let bytes = n * k / 2 + scales;
+        // At least 64 experts' weights, so a decode step's experts come from memory as they would in the model.
+        let copies = if working_set == 0 {
+            1
+        } else {
+            working_set.div_ceil(bytes).max(MIN_EXPERTS)
+        };
+        let w: Vec<Vec<u8>> = (0..copies).map(|_| noise(&mut seed, n * k / 2)).collect();
+        let s: Vec<Vec<u8>> = (0..copies)
+            .map(|_| noise(&mut seed, scales).into_iter().map(|b| 118 + b % 8).collect())
+            .collect();
+        return Bench {
+            name,
+            shape,
+            rows,
+            bytes,
+            flops,
+            copies,
+            call: Box::new(move |i, l| mxfp4_gemm(&x, &w[i], &s[i], n, k, &mut out, l, Faults::NONE)),
+        };
+    }
+    if name.starts_with("bf16") {
+        let bytes = 2 * n * k;
+        let copies = working_set.div_ceil(bytes).max(1);
+        let w: Vec<Vec<u16>> = (0..copies)
+            .map(|_| {
+                noise(&mut seed, bytes)
+                    .chunks_exact(2)
+                    .map(|p| 0x3C00 | (p[0] as u16 & 0x807F) | ((p[1] as u16 & 3) << 7))
+                    .collect()
+            })
+            .collect();
+        return Bench {
+            name,
+            shape,
+            rows,
+            bytes,
+            flops,
+            copies,
+            call: Box::new(move |i, l| bf16_gemm(&x, &w[i], n, k, &mut out, l, Faults::NONE)),
+        };
+    }
+    if name.starts_with("grouped_proj") {
+        // n = groups * o_lora = 8 * 1024 rows of wo_a, each against its own group of the 8 * 4096 attention outputs.
+        let (groups, o_lora) = (8, n / 8);
+        let x: Vec<f32> = noise(&mut seed, rows * groups * k)
+            .into_iter()
+            .map(|b| b as f32 / 64.0 - 2.0)
+            .collect();
+        let scales = n.div_ceil(128) * k.div_ceil(128);
+        let bytes = n * k + scales;
+        let copies = working_set.div_ceil(bytes).max(1);
+        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
+        let s = vec![115u8; scales];
+        return Bench {
+            name,
+            shape: format!("{groups} x [{o_lora}, {k}]"),
+            rows,
+            bytes,
+            flops,
+            copies,
+            call: Box::new(move |i, l| grouped_proj(&x, &w[i], &s, groups, o_lora, k, &mut out, l, Faults::NONE)),
+        };
+    }
+    unreachable!("unknown benchmark {name}")
+}
+
+/// Pseudo-random bytes (xorshift).
+fn noise(seed: &mut u64, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        out.extend_from_slice(&seed.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// FP8 codes spread over the exponents a quantised weight block uses; no NaN, no subnormals.
+fn fp8_codes(seed: &mut u64, len: usize) -> Vec<u8> {
+    noise(seed, len)
+        .into_iter()
+        .map(|b| (b & 0x80) | (0x30 + (b & 0x7F) % 0x48))
+        .collect()
+}
+
+/// GB/s of `threads` threads summing disjoint halves of a large buffer, best of three passes.
+fn read_bandwidth(threads: usize) -> f64 {
+    let words = READ_BYTES / 8;
+    let buf: Vec<u64> = (0..words as u64).collect();
+    let mut best = 0f64;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let total: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = buf
+                .chunks(words.div_ceil(threads))
+                .map(|part| s.spawn(move || sum(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("read thread"))
+                .fold(0, u64::wrapping_add)
+        });
+        std::hint::black_box(total);
+        best = best.max(READ_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9);
+    }
+    best
+}
+
+/// Wrapping sum with eight independent accumulators, on AVX2 where the CPU has it.
+fn sum(part: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: avx2 is present, checked above.
+        return unsafe { sum_avx2(part) };
+    }
+    sum_plain(part)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_avx2(part: &[u64]) -> u64 {
+    sum_plain(part)
+}
+
+#[inline(always)]
+fn sum_plain(part: &[u64]) -> u64 {
+    let mut acc = [0u64; 8];
+    let chunks = part.chunks_exact(8);
+    let rest: u64 = chunks.remainder().iter().fold(0, |a, &b| a.wrapping_add(b));
+    for c in chunks {
+        for j in 0..8 {
+            acc[j] = acc[j].wrapping_add(c[j]);
+        }
+    }
+    acc.iter().fold(rest, |a, &b| a.wrapping_add(b))
+}

@@ -1,0 +1,108 @@
+//! `fp8_gemm`: `y = act_quant(x) . W^T` with FP8 e4m3 weights and 128x128 e8m0 block scales (wq_a, wq_b, wkv, wo_b, shared experts).
+
+mod cpu;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use cpu::{BLOCK, fp8_gemm};
+pub(crate) use cpu::{Fp8Weights, LAYOUT};
+
+use tensorfold_formats::e4m3;
+
+use crate::contract::rng::Rng;
+use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::cpu::CpuLaunch;
+use crate::faults::Faults;
+use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, fp8_codes, scale_codes};
+
+pub struct Fp8Gemm;
+
+impl Kernel for Fp8Gemm {
+    fn name(&self) -> &'static str {
+        "fp8_gemm"
+    }
+
+    fn family(&self) -> &'static str {
+        "dsv4"
+    }
+
+    fn bound(&self) -> Bound {
+        Bound {
+            rel_norm: 2e-6,
+            abs: 2e-5,
+            rel: 2e-5,
+            why: "exact FP8 products; f32 rounds 2^-24 of each partial: 8 FMAs a lane, a 4-level tree, K/128 scaled adds",
+        }
+    }
+
+    fn cases(&self) -> Vec<Case> {
+        // (rows, n, k): awkward sizes first, then V4-Flash wq_a, wkv and shared-expert w2.
+        [
+            (3, 1, 1),
+            (17, 31, 257),
+            (5, 257, 1031),
+            (9, 129, 64),
+            (2, 1024, 4096),
+            (3, 512, 4096),
+            (2, 4096, 2048),
+        ]
+        .into_iter()
+        .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
+        .collect()
+    }
+
+    fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
+        let (n, k) = (case.get("n"), case.get("k"));
+        let x = activations(rng, case.rows, k);
+        let w = fp8_codes(rng, n * k);
+        let s = scale_codes(rng, n.div_ceil(BLOCK) * k.div_ceil(BLOCK), -12);
+        vec![
+            Arg::per_row("x", Buf::F32(x), k),
+            Arg::shared("w", Buf::U8(w)),
+            Arg::shared("w_scale", Buf::U8(s)),
+        ]
+    }
+
+    fn outputs(&self, case: &Case) -> Vec<OutSpec> {
+        vec![OutSpec {
+            name: "y",
+            kind: OutKind::F32,
+            row_len: case.get("n"),
+        }]
+    }
+
+    fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
+        let (n, k) = (case.get("n"), case.get("k"));
+        let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
+        let grid_k = k.div_ceil(BLOCK);
+        let acts: Vec<Vec<f64>> = x.chunks(k).map(|row| act_quant_f64(row, BLOCK)).collect();
+        let mut y = vec![0f64; case.rows * n];
+        for c in 0..n {
+            let wc: Vec<f64> = (0..k)
+                .map(|j| e4m3::decode(w[c * k + j]) as f64 * e8m0_f64(s[c / BLOCK * grid_k + j / BLOCK]))
+                .collect();
+            for (r, a) in acts.iter().enumerate() {
+                y[r * n + c] = dot_f64(a, &wc);
+            }
+        }
+        vec![y]
+    }
+
+    fn launches(&self, backend: Backend) -> Vec<Launch> {
+        match backend {
+            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
+            Backend::Cuda => Vec::new(),
+        }
+    }
+
+    fn controls(&self) -> &'static [&'static str] {
+        &["lost_act_scale", "skip_last_column", "order_by_tile", "drop_tail_block"]
+    }
+
+    fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
+        let Launch::Cpu(l) = launch;
+        let (n, k) = (case.get("n"), case.get("k"));
+        let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
+        fp8_gemm(x, w, s, n, k, out[0].f32(), l, faults);
+    }
+}

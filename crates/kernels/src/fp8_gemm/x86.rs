@@ -1,0 +1,302 @@
+//! AVX-512 and AVX2 tiles of `fp8_gemm`: the portable tile's per-pair arithmetic, 16 (or 8) pairs at once.
+//!
+//! Weights are decoded inside 32-bit lanes (shifts and a mask, no shuffles): lane l of a 64-byte load holds bytes
+//! 4l..4l+3, so the activations are stored in the matching order (`Layout { per_lane: 4 }`).
+
+use std::arch::x86_64::*;
+use std::array::from_fn;
+
+use super::cpu::BLOCK;
+use crate::gemm::x86::{bf16_pair8, bf16_pair16, hsum8, hsum16, reduce8, reduce16};
+use crate::gemm::{GROUP, PAIRS};
+
+/// Sign and the 7 exponent-mantissa bits of an e4m3 code placed at f32 bits 31 and 20..26.
+const E4M3_BITS: i32 = 0x87F0_0000u32 as i32;
+
+/// Byte `P` of every 32-bit lane as e4m3 * 2^-120: the byte moved to the top, shifted down 4 arithmetically, masked.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn byte16<const P: u32>(d: __m512i) -> __m512 {
+    let top = match P {
+        3 => d,
+        2 => _mm512_slli_epi32::<8>(d),
+        1 => _mm512_slli_epi32::<16>(d),
+        _ => _mm512_slli_epi32::<24>(d),
+    };
+    _mm512_castsi512_ps(_mm512_and_si512(
+        _mm512_srai_epi32::<4>(top),
+        _mm512_set1_epi32(E4M3_BITS),
+    ))
+}
+
+/// The 16-lane vectors of one block for every pair (lane l: elements 4l..4l+3, then 64+4l..64+4l+3).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn lanes16<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*const u8; NR]) -> [__m512; 16] {
+    let mut lanes = [_mm512_setzero_ps(); 16];
+    for ci in 0..NR {
+        let mut l = [_mm512_setzero_ps(); MR];
+        for chunk in 0..2 {
+            // SAFETY: every weight pointer has a whole block (128 bytes) behind it.
+            let d = unsafe { _mm512_loadu_si512(w[ci].add(64 * chunk) as *const __m512i) };
+            let wv = [byte16::<0>(d), byte16::<1>(d), byte16::<2>(d), byte16::<3>(d)];
+            for ri in 0..MR {
+                // SAFETY: every activation pointer has a whole block (128 values) behind it.
+                let [a0, a1] = unsafe { bf16_pair16(a[ri].add(64 * chunk)) };
+                let [a2, a3] = unsafe { bf16_pair16(a[ri].add(64 * chunk + 32)) };
+                l[ri] = _mm512_fmadd_ps(a0, wv[0], l[ri]);
+                l[ri] = _mm512_fmadd_ps(a1, wv[1], l[ri]);
+                l[ri] = _mm512_fmadd_ps(a2, wv[2], l[ri]);
+                l[ri] = _mm512_fmadd_ps(a3, wv[3], l[ri]);
+            }
+        }
+        for ri in 0..MR {
+            lanes[ri * NR + ci] = l[ri];
+        }
+    }
+    lanes
+}
+
+/// MR x NR = 16 pairs; `w` rows hold `k` bytes, `a` rows whole blocks, `panel` one 16-pair vector per block.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn tile_avx512<const MR: usize, const NR: usize>(
+    a: [&[u16]; MR],
+    w: [&[u8]; NR],
+    k: usize,
+    panel: &[f32],
+) -> [f32; PAIRS] {
+    let (full, tail) = (k / BLOCK, k % BLOCK);
+    let blocks = k.div_ceil(BLOCK);
+    assert!(panel.len() >= blocks * PAIRS && a.iter().all(|r| r.len() >= blocks * BLOCK));
+    let mut acc = _mm512_setzero_ps();
+    for kb in 0..full {
+        // SAFETY: block kb lies inside every activation and weight row; the panel holds `blocks` vectors.
+        unsafe {
+            let mut ab = [a[0].as_ptr(); MR];
+            for (p, r) in ab.iter_mut().zip(&a) {
+                *p = r.as_ptr().add(kb * BLOCK);
+            }
+            let mut wb = [w[0].as_ptr(); NR];
+            for (p, r) in wb.iter_mut().zip(&w) {
+                *p = r.as_ptr().add(kb * BLOCK);
+            }
+            let inner = reduce16(lanes16::<MR, NR>(&ab, &wb));
+            acc = _mm512_fmadd_ps(inner, _mm512_loadu_ps(panel.as_ptr().add(kb * PAIRS)), acc);
+        }
+    }
+    if tail > 0 {
+        // SAFETY: as above, for the last block.
+        acc = unsafe { tail_avx512::<MR, NR>(&a, &w, full, panel, acc) };
+    }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: out holds 16 floats.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+
+/// The ragged last block from zero-padded copies of the weight tails.
+#[inline(never)]
+#[target_feature(enable = "avx512f")]
+unsafe fn tail_avx512<const MR: usize, const NR: usize>(
+    a: &[&[u16]; MR],
+    w: &[&[u8]; NR],
+    kb: usize,
+    panel: &[f32],
+    acc: __m512,
+) -> __m512 {
+    let mut pad = [[0u8; BLOCK]; NR];
+    for (p, r) in pad.iter_mut().zip(w) {
+        p[..r.len() - kb * BLOCK].copy_from_slice(&r[kb * BLOCK..]);
+    }
+    // SAFETY: the caller guarantees block kb of every activation row and of the panel.
+    unsafe {
+        let ab = from_fn(|ri| a[ri].as_ptr().add(kb * BLOCK));
+        let wb = from_fn(|ci| pad[ci].as_ptr());
+        let inner = reduce16(lanes16::<MR, NR>(&ab, &wb));
+        _mm512_fmadd_ps(inner, _mm512_loadu_ps(panel.as_ptr().add(kb * PAIRS)), acc)
+    }
+}
+
+/// Bytes ahead of the current block that the one-row path asks the cache for.
+const PREFETCH: usize = 1024;
+
+/// Asks for the two cache lines at `p` (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    // SAFETY: SSE is part of x86_64 and a prefetch has no architectural effect.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
+    }
+}
+
+/// The scales of a one-row tile: column j's block kb is scaled by `sa[kb] * swt[kb * GROUP + off + j]`.
+pub struct RowScales<'a> {
+    pub sa: &'a [f32],
+    pub swt: &'a [f32],
+    pub off: usize,
+}
+
+impl RowScales<'_> {
+    #[inline(always)]
+    fn at(&self, kb: usize, j: usize) -> f32 {
+        self.sa[kb] * self.swt[kb * GROUP + self.off + j]
+    }
+}
+
+/// One activation row against each of `w` in turn, every weight row streamed in order (the decode GEMV path).
+#[target_feature(enable = "avx512f")]
+pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) -> [f32; PAIRS] {
+    let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
+    assert!(a.len() >= blocks * BLOCK && w.len() <= PAIRS);
+    assert!(scales.sa.len() >= blocks && scales.swt.len() >= blocks * GROUP && scales.off + w.len() <= GROUP);
+    assert!(w.iter().all(|r| r.len() == k));
+    let mut out = [0f32; PAIRS];
+    for (ci, r) in w.iter().enumerate() {
+        let mut acc = 0f32;
+        let (ap, wp) = (a.as_ptr(), r.as_ptr());
+        for kb in 0..full {
+            prefetch(wp.wrapping_add(kb * BLOCK + PREFETCH));
+            // SAFETY: kb < full: a whole block of activations and weights behind the pointers.
+            unsafe {
+                let lanes = lanes16::<1, 1>(&[ap.add(kb * BLOCK)], &[wp.add(kb * BLOCK)]);
+                acc = hsum16(lanes[0]).mul_add(scales.at(kb, ci), acc);
+            }
+        }
+        if full < blocks {
+            let mut pad = [0u8; BLOCK];
+            pad[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+            // SAFETY: the last activation block exists; the weights are the padded copy.
+            let lanes = unsafe { lanes16::<1, 1>(&[ap.add(full * BLOCK)], &[pad.as_ptr()]) };
+            acc = hsum16(lanes[0]).mul_add(scales.at(full, ci), acc);
+        }
+        out[ci] = acc;
+    }
+    out
+}
+
+/// One activation row against each of `w` in turn, as `rows_avx512`.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn rows_avx2(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) -> [f32; PAIRS] {
+    let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
+    assert!(a.len() >= blocks * BLOCK && w.len() <= PAIRS);
+    assert!(scales.sa.len() >= blocks && scales.swt.len() >= blocks * GROUP && scales.off + w.len() <= GROUP);
+    assert!(w.iter().all(|r| r.len() == k));
+    let mut out = [0f32; PAIRS];
+    for (ci, r) in w.iter().enumerate() {
+        let mut acc = 0f32;
+        let (ap, wp) = (a.as_ptr(), r.as_ptr());
+        for kb in 0..full {
+            prefetch(wp.wrapping_add(kb * BLOCK + PREFETCH));
+            // SAFETY: as in `rows_avx512`.
+            unsafe {
+                let t = lanes8::<1, 1>(&[ap.add(kb * BLOCK)], &[wp.add(kb * BLOCK)]);
+                acc = hsum8(t[0]).mul_add(scales.at(kb, ci), acc);
+            }
+        }
+        if full < blocks {
+            let mut pad = [0u8; BLOCK];
+            pad[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+            // SAFETY: as in `rows_avx512`.
+            let t = unsafe { lanes8::<1, 1>(&[ap.add(full * BLOCK)], &[pad.as_ptr()]) };
+            acc = hsum8(t[0]).mul_add(scales.at(full, ci), acc);
+        }
+        out[ci] = acc;
+    }
+    out
+}
+
+/// Byte `P` of every 32-bit lane as e4m3 * 2^-120, as `byte16`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn byte8<const P: u32>(d: __m256i) -> __m256 {
+    let top = match P {
+        3 => d,
+        2 => _mm256_slli_epi32::<8>(d),
+        1 => _mm256_slli_epi32::<16>(d),
+        _ => _mm256_slli_epi32::<24>(d),
+    };
+    _mm256_castsi256_ps(_mm256_and_si256(
+        _mm256_srai_epi32::<4>(top),
+        _mm256_set1_epi32(E4M3_BITS),
+    ))
+}
+
+/// The once-folded lane vectors (lane j + lane j + 8) of one block for every pair; lanes 0..8 read the first half of
+/// every 64-byte load, lanes 8..16 the second.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lanes8<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*const u8; NR]) -> [__m256; 8] {
+    let mut t = [_mm256_setzero_ps(); 8];
+    for ci in 0..NR {
+        let mut lo = [_mm256_setzero_ps(); MR];
+        let mut hi = [_mm256_setzero_ps(); MR];
+        for chunk in 0..2 {
+            // SAFETY: whole blocks behind every pointer, as in `lanes16`.
+            unsafe {
+                let dl = _mm256_loadu_si256(w[ci].add(64 * chunk) as *const __m256i);
+                let dh = _mm256_loadu_si256(w[ci].add(64 * chunk + 32) as *const __m256i);
+                let wl = [byte8::<0>(dl), byte8::<1>(dl), byte8::<2>(dl), byte8::<3>(dl)];
+                let wh = [byte8::<0>(dh), byte8::<1>(dh), byte8::<2>(dh), byte8::<3>(dh)];
+                for ri in 0..MR {
+                    let at = a[ri].add(64 * chunk);
+                    let [l0, l1] = bf16_pair8(at);
+                    let [h0, h1] = bf16_pair8(at.add(16));
+                    let [l2, l3] = bf16_pair8(at.add(32));
+                    let [h2, h3] = bf16_pair8(at.add(48));
+                    for (p, (al, ah)) in [(l0, h0), (l1, h1), (l2, h2), (l3, h3)].into_iter().enumerate() {
+                        lo[ri] = _mm256_fmadd_ps(al, wl[p], lo[ri]);
+                        hi[ri] = _mm256_fmadd_ps(ah, wh[p], hi[ri]);
+                    }
+                }
+            }
+        }
+        for ri in 0..MR {
+            t[ri * NR + ci] = _mm256_add_ps(lo[ri], hi[ri]);
+        }
+    }
+    t
+}
+
+/// MR x NR = 8 pairs, as `tile_avx512`.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn tile_avx2<const MR: usize, const NR: usize>(
+    a: [&[u16]; MR],
+    w: [&[u8]; NR],
+    k: usize,
+    panel: &[f32],
+) -> [f32; PAIRS] {
+    let (full, tail) = (k / BLOCK, k % BLOCK);
+    let blocks = k.div_ceil(BLOCK);
+    assert!(panel.len() >= blocks * PAIRS && a.iter().all(|r| r.len() >= blocks * BLOCK));
+    let mut acc = _mm256_setzero_ps();
+    let mut pad = [[0u8; BLOCK]; NR];
+    if tail > 0 {
+        for (p, r) in pad.iter_mut().zip(&w) {
+            p[..tail].copy_from_slice(&r[full * BLOCK..]);
+        }
+    }
+    for kb in 0..blocks {
+        // SAFETY: block kb lies inside every activation row; weight blocks are whole or padded copies.
+        unsafe {
+            let mut ab = [a[0].as_ptr(); MR];
+            for (p, r) in ab.iter_mut().zip(&a) {
+                *p = r.as_ptr().add(kb * BLOCK);
+            }
+            let mut wb = [w[0].as_ptr(); NR];
+            for ((p, r), pad) in wb.iter_mut().zip(&w).zip(&pad) {
+                *p = if kb < full {
+                    r.as_ptr().add(kb * BLOCK)
+                } else {
+                    pad.as_ptr()
+                };
+            }
+            let inner = reduce8(lanes8::<MR, NR>(&ab, &wb));
+            acc = _mm256_fmadd_ps(inner, _mm256_loadu_ps(panel.as_ptr().add(kb * PAIRS)), acc);
+        }
+    }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: out holds 16 floats.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}

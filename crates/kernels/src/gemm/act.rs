@@ -1,0 +1,138 @@
+//! Activations quantised to FP8 e4m3 per 128 along K as DeepSeek's act_quant runs them, kept decoded for the dot loops.
+//!
+//! Decoded values are stored as bf16 (every e4m3 value times a power of two is one exactly), two to a 32-bit word, in
+//! the order the SIMD loops read them: that halves the bytes a GEMV row re-reads from L1 for every weight row.
+
+use tensorfold_formats::e4m3;
+
+use crate::cpu::quant::quant_e4m3_block;
+
+/// Values per activation scale block.
+pub const ACT_BLOCK: usize = 128;
+
+/// Where each value of a row sits in the decoded buffer, and the exact power-of-two prescale of values and scales.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Layout {
+    /// Consecutive elements per SIMD lane (even): within each chunk of 16 * per_lane values, element per_lane * l + q
+    /// goes to lane l of vector q; vectors 2t and 2t + 1 share 32-bit words (low and high half).
+    pub per_lane: usize,
+    /// Every decoded value is multiplied by this power of two.
+    pub value_factor: f32,
+    /// Every block scale is multiplied by this power of two.
+    pub scale_factor: f32,
+}
+
+impl Layout {
+    /// Buffer index of element `i` of a row.
+    pub fn position(&self, i: usize) -> usize {
+        let chunk = 16 * self.per_lane;
+        let j = i % chunk;
+        let (l, q) = (j / self.per_lane, j % self.per_lane);
+        i - j + q / 2 * 32 + 2 * l + q % 2
+    }
+}
+
+/// Rows of `k` activations as FP8 codes decoded to bf16 (exact), zero-padded to whole blocks, one scale per block.
+pub struct Fp8Rows {
+    pub blocks: usize,
+    /// Values per row: `blocks * 128`.
+    pub stride: usize,
+    pub values: Vec<u16>,
+    pub scales: Vec<f32>,
+}
+
+impl Fp8Rows {
+    /// Quantises every row of `x` (`k` values each) per 128 along K: codes e4m3(x / s), s a power of two; stores decoded codes and s, prescaled.
+    pub fn quantise(x: &[f32], k: usize, layout: Layout) -> Fp8Rows {
+        assert!(
+            k > 0 && x.len().is_multiple_of(k),
+            "activations are not whole rows of {k}"
+        );
+        let rows = x.len() / k;
+        let blocks = k.div_ceil(ACT_BLOCK);
+        let stride = blocks * ACT_BLOCK;
+        let mut values = vec![0u16; rows * stride];
+        let mut scales = vec![0f32; rows * blocks];
+        let mut codes = [0u8; ACT_BLOCK];
+        let m = layout.per_lane;
+        let mut decoded = [0u16; ACT_BLOCK];
+        for (r, row) in x.chunks_exact(k).enumerate() {
+            let dst = &mut values[r * stride..][..stride];
+            for (b, block) in row.chunks(ACT_BLOCK).enumerate() {
+                scales[r * blocks + b] = quant_e4m3_block(block, &mut codes[..block.len()]) * layout.scale_factor;
+                decoded.fill(0);
+                for (d, &c) in decoded.iter_mut().zip(&codes[..block.len()]) {
+                    // Exact: an e4m3 value times a power of two is a bf16.
+                    *d = ((e4m3::TABLE[c as usize] * layout.value_factor).to_bits() >> 16) as u16;
+                }
+                let out = &mut dst[b * ACT_BLOCK..][..ACT_BLOCK];
+                for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
+                    for (l, lane) in src.chunks(m).enumerate() {
+                        for (q, &v) in lane.iter().enumerate() {
+                            out[q / 2 * 32 + 2 * l + q % 2] = v;
+                        }
+                    }
+                }
+            }
+        }
+        Fp8Rows {
+            blocks,
+            stride,
+            values,
+            scales,
+        }
+    }
+
+    /// Stored values of row `r` (`stride` long, bf16 bits).
+    pub fn row(&self, r: usize) -> &[u16] {
+        &self.values[r * self.stride..(r + 1) * self.stride]
+    }
+
+    /// Block scales of row `r`.
+    pub fn row_scales(&self, r: usize) -> &[f32] {
+        &self.scales[r * self.blocks..(r + 1) * self.blocks]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_a_permutation_of_each_chunk() {
+        for per_lane in [4, 8] {
+            let layout = Layout {
+                per_lane,
+                value_factor: 1.0,
+                scale_factor: 1.0,
+            };
+            let mut seen = vec![false; 256];
+            for i in 0..256 {
+                let p = layout.position(i);
+                assert_eq!(p / (16 * per_lane), i / (16 * per_lane));
+                assert!(!seen[p]);
+                seen[p] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn stored_values_are_exact() {
+        let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        let layout = Layout {
+            per_lane: 4,
+            value_factor: 2f32.powi(119),
+            scale_factor: 2.0,
+        };
+        let rows = Fp8Rows::quantise(&x, 300, layout);
+        let mut codes = [0u8; 128];
+        for (b, block) in x.chunks(128).enumerate() {
+            let s = quant_e4m3_block(block, &mut codes[..block.len()]);
+            assert_eq!(rows.scales[b], 2.0 * s);
+            for (i, &c) in codes[..block.len()].iter().enumerate() {
+                let got = tensorfold_formats::bf16::bf16_to_f32(rows.values[layout.position(128 * b + i)]);
+                assert_eq!(got, e4m3::decode(c) * 2f32.powi(119));
+            }
+        }
+    }
+}

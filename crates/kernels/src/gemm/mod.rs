@@ -1,0 +1,23 @@
+//! Shared pieces of the GEMM kernels: FP8 activation rows, column splits over threads, the pair-tile driver.
+
+pub mod act;
+mod cols;
+mod pool;
+pub mod reference;
+mod tiles;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
+
+pub use cols::par_columns;
+pub use pool::run_parts;
+pub(crate) use tiles::{BlockWeights, GROUP, PAIRS, Problem, row_panel, run_pairs};
+
+use crate::cpu::SimdPath;
+
+/// Panics unless this CPU can run `simd` (launching an unavailable path would be undefined behaviour).
+pub fn assert_simd(simd: SimdPath) {
+    assert!(
+        SimdPath::available().contains(&simd),
+        "SIMD path {simd} is not available on this CPU"
+    );
+}

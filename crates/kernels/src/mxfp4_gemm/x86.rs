@@ -1,0 +1,299 @@
+//! AVX-512 and AVX2 paths of `mxfp4_gemm`: the portable arithmetic, with weight nibbles decoded in place.
+//!
+//! Lane l of a 64-byte load holds the 8 nibbles of elements 8l..8l+7; `vpermps` on the word shifted right by 4q
+//! decodes nibble q of every lane at once (it reads only the low 4 bits of each index).
+
+use std::arch::x86_64::*;
+use std::array::from_fn;
+
+use tensorfold_formats::e2m1;
+
+use super::cpu::{BLOCK, CHUNK};
+use crate::gemm::x86::{bf16_pair8, bf16_pair16, decode_e8m0_x16, transpose16};
+use crate::gemm::{GROUP, PAIRS};
+
+/// Weight bytes per chunk.
+const CHUNK_BYTES: usize = CHUNK / 2;
+
+/// Nibble `q` of every 32-bit lane of `d`, decoded through the 16-entry table `t`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn nibble16(d: __m512i, q: usize, t: __m512) -> __m512 {
+    let idx = match q {
+        0 => d,
+        1 => _mm512_srli_epi32::<4>(d),
+        2 => _mm512_srli_epi32::<8>(d),
+        3 => _mm512_srli_epi32::<12>(d),
+        4 => _mm512_srli_epi32::<16>(d),
+        5 => _mm512_srli_epi32::<20>(d),
+        6 => _mm512_srli_epi32::<24>(d),
+        _ => _mm512_srli_epi32::<28>(d),
+    };
+    _mm512_permutexvar_ps(idx, t)
+}
+
+/// The activation vectors of one chunk: vector q lane l is element 8l + q.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn act16(a: *const u16) -> [__m512; 8] {
+    // SAFETY: the caller guarantees a whole chunk (128 values).
+    let (a0, a1, a2, a3) = unsafe {
+        (
+            bf16_pair16(a),
+            bf16_pair16(a.add(32)),
+            bf16_pair16(a.add(64)),
+            bf16_pair16(a.add(96)),
+        )
+    };
+    [a0[0], a0[1], a1[0], a1[1], a2[0], a2[1], a3[0], a3[1]]
+}
+
+/// One pair's lane vector for a chunk: lane l sums elements 8l..8l+7 by FMA, in order.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn chunk16(av: &[__m512; 8], d: __m512i, t: __m512) -> __m512 {
+    let mut l = _mm512_setzero_ps();
+    for (q, &a) in av.iter().enumerate() {
+        l = _mm512_fmadd_ps(a, nibble16(d, q, t), l);
+    }
+    l
+}
+
+/// The block inners of four lane vectors: quarter b, lane i is (l0 + l2) + (l1 + l3) of `v[i]`'s quarter b.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn quarters4(v: [__m512; 4]) -> __m512 {
+    let u0 = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x44>(v[0], v[1]),
+        _mm512_shuffle_ps::<0xEE>(v[0], v[1]),
+    );
+    let u1 = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x44>(v[2], v[3]),
+        _mm512_shuffle_ps::<0xEE>(v[2], v[3]),
+    );
+    _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u0, u1), _mm512_shuffle_ps::<0xDD>(u0, u1))
+}
+
+/// The 64 bytes of chunk `c` of `row`, zero-padded past its end.
+#[inline(always)]
+fn chunk_bytes(row: &[u8], c: usize) -> [u8; CHUNK_BYTES] {
+    let mut pad = [0u8; CHUNK_BYTES];
+    let tail = &row[c * CHUNK_BYTES..];
+    pad[..tail.len().min(CHUNK_BYTES)].copy_from_slice(&tail[..tail.len().min(CHUNK_BYTES)]);
+    pad
+}
+
+/// One activation row against `cols` weight rows (`w(j)` is column j's), four streamed at a time; column j's block kb
+/// is scaled by `sa[kb / 4] * swt[kb * GROUP + off + j]`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn rows_avx512<'w>(
+    a: &[u16],
+    sa: &[f32],
+    swt: &[f32],
+    off: usize,
+    cols: usize,
+    w: &impl Fn(usize) -> &'w [u8],
+    k: usize,
+) -> [f32; PAIRS] {
+    let (blocks, chunks, full) = (k / BLOCK, k.div_ceil(CHUNK), k / CHUNK);
+    let row_bytes = k / 2;
+    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && cols <= PAIRS);
+    assert!(swt.len() >= blocks * GROUP && off + cols.next_multiple_of(4) <= GROUP);
+    // SAFETY: 16 floats.
+    let t = unsafe { _mm512_loadu_ps(e2m1::TABLE.as_ptr()) };
+    let mut out = [0f32; PAIRS];
+    for g in (0..cols).step_by(4) {
+        let rows: [&[u8]; 4] = [0, 1, 2, 3].map(|j| w((g + j).min(cols - 1)));
+        assert!(rows.iter().all(|r| r.len() == row_bytes));
+        let mut acc = _mm_setzero_ps();
+        for (c, &sa) in sa.iter().enumerate().take(chunks) {
+            // SAFETY: chunk c lies inside the activation row.
+            let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
+            let mut lanes = [_mm512_setzero_ps(); 4];
+            for (lane, row) in lanes.iter_mut().zip(&rows) {
+                let d = if c < full {
+                    let p = row.as_ptr().wrapping_add(c * CHUNK_BYTES);
+                    // The same chunk of the next four rows, which follow these in memory (a prefetch never faults).
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(4 * row_bytes) as *const i8);
+                    // SAFETY: c < full: 64 bytes of the row at p.
+                    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+                } else {
+                    let pad = chunk_bytes(row, c);
+                    // SAFETY: 64 bytes.
+                    unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
+                };
+                *lane = chunk16(&av, d, t);
+            }
+            let inner = quarters4(lanes);
+            let quarter = [
+                _mm512_extractf32x4_ps::<0>(inner),
+                _mm512_extractf32x4_ps::<1>(inner),
+                _mm512_extractf32x4_ps::<2>(inner),
+                _mm512_extractf32x4_ps::<3>(inner),
+            ];
+            let s = _mm_set1_ps(sa);
+            for (b, &q) in quarter.iter().enumerate() {
+                let kb = 4 * c + b;
+                if kb < blocks {
+                    // SAFETY: swt holds `blocks` rows of 16; off + g + 4 <= 16.
+                    let sw = unsafe { _mm_loadu_ps(swt.as_ptr().add(kb * GROUP + off + g)) };
+                    acc = _mm_fmadd_ps(q, _mm_mul_ps(s, sw), acc);
+                }
+            }
+        }
+        let mut four = [0f32; 4];
+        // SAFETY: four floats.
+        unsafe { _mm_storeu_ps(four.as_mut_ptr(), acc) };
+        let n = (cols - g).min(4);
+        out[g..g + n].copy_from_slice(&four[..n]);
+    }
+    out
+}
+
+/// Four activation rows against four weight rows: 16 pairs (pair = row * 4 + column).
+#[target_feature(enable = "avx512f")]
+pub unsafe fn tile_avx512(a: [&[u16]; 4], w: [&[u8]; 4], k: usize, panel: &[f32]) -> [f32; PAIRS] {
+    let (blocks, chunks, full) = (k / BLOCK, k.div_ceil(CHUNK), k / CHUNK);
+    assert!(a.iter().all(|r| r.len() >= chunks * CHUNK) && panel.len() >= blocks * PAIRS);
+    assert!(w.iter().all(|r| r.len() == k / 2));
+    // SAFETY: 16 floats.
+    let t = unsafe { _mm512_loadu_ps(e2m1::TABLE.as_ptr()) };
+    let mut acc = _mm512_setzero_ps();
+    for c in 0..chunks {
+        let mut d = [_mm512_setzero_si512(); 4];
+        for (d, row) in d.iter_mut().zip(&w) {
+            *d = if c < full {
+                // SAFETY: c < full: 64 bytes of the row at chunk c.
+                unsafe { _mm512_loadu_si512(row.as_ptr().add(c * CHUNK_BYTES) as *const __m512i) }
+            } else {
+                let pad = chunk_bytes(row, c);
+                // SAFETY: 64 bytes.
+                unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
+            };
+        }
+        let mut groups = [_mm512_setzero_ps(); 4];
+        for (ri, group) in groups.iter_mut().enumerate() {
+            // SAFETY: chunk c lies inside every activation row.
+            let av = unsafe { act16(a[ri].as_ptr().add(c * CHUNK)) };
+            let mut lanes = [_mm512_setzero_ps(); 4];
+            for (lane, &d) in lanes.iter_mut().zip(&d) {
+                *lane = chunk16(&av, d, t);
+            }
+            *group = quarters4(lanes);
+        }
+        let t0 = _mm512_shuffle_f32x4::<0x44>(groups[0], groups[1]);
+        let t1 = _mm512_shuffle_f32x4::<0x44>(groups[2], groups[3]);
+        let t2 = _mm512_shuffle_f32x4::<0xEE>(groups[0], groups[1]);
+        let t3 = _mm512_shuffle_f32x4::<0xEE>(groups[2], groups[3]);
+        let per_block = [
+            _mm512_shuffle_f32x4::<0x88>(t0, t1),
+            _mm512_shuffle_f32x4::<0xDD>(t0, t1),
+            _mm512_shuffle_f32x4::<0x88>(t2, t3),
+            _mm512_shuffle_f32x4::<0xDD>(t2, t3),
+        ];
+        for (b, &inner) in per_block.iter().enumerate() {
+            let kb = 4 * c + b;
+            if kb < blocks {
+                // SAFETY: the panel holds `blocks` vectors.
+                acc = _mm512_fmadd_ps(inner, unsafe { _mm512_loadu_ps(panel.as_ptr().add(kb * PAIRS)) }, acc);
+            }
+        }
+    }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: 16 floats.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+
+/// Nibble `q` of every 32-bit lane of `d` as e2m1: magnitude from the 8-entry table, sign from bit 4q + 3.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn nibble8(d: __m256i, q: usize, mag: __m256) -> __m256 {
+    let (idx, top) = match q {
+        0 => (d, _mm256_slli_epi32::<28>(d)),
+        1 => (_mm256_srli_epi32::<4>(d), _mm256_slli_epi32::<24>(d)),
+        2 => (_mm256_srli_epi32::<8>(d), _mm256_slli_epi32::<20>(d)),
+        3 => (_mm256_srli_epi32::<12>(d), _mm256_slli_epi32::<16>(d)),
+        4 => (_mm256_srli_epi32::<16>(d), _mm256_slli_epi32::<12>(d)),
+        5 => (_mm256_srli_epi32::<20>(d), _mm256_slli_epi32::<8>(d)),
+        6 => (_mm256_srli_epi32::<24>(d), _mm256_slli_epi32::<4>(d)),
+        _ => (_mm256_srli_epi32::<28>(d), d),
+    };
+    let sign = _mm256_and_si256(top, _mm256_set1_epi32(i32::MIN));
+    _mm256_or_ps(_mm256_permutevar8x32_ps(mag, idx), _mm256_castsi256_ps(sign))
+}
+
+/// Every pair (a[ri], w(ci)) on its own, 8 lanes at a time.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn pairs_avx2<'w>(
+    a: &[&[u16]],
+    nr: usize,
+    w: &impl Fn(usize) -> &'w [u8],
+    k: usize,
+    panel: &[f32],
+) -> [f32; PAIRS] {
+    let (blocks, chunks) = (k / BLOCK, k.div_ceil(CHUNK));
+    assert!(a.iter().all(|r| r.len() >= chunks * CHUNK) && panel.len() >= blocks * PAIRS && a.len() * nr <= PAIRS);
+    // SAFETY: 8 floats.
+    let mag = unsafe { _mm256_loadu_ps(e2m1::TABLE.as_ptr()) };
+    let mut out = [0f32; PAIRS];
+    for (ri, ar) in a.iter().enumerate() {
+        for ci in 0..nr {
+            let row = w(ci);
+            assert_eq!(row.len(), k / 2);
+            let mut acc = 0f32;
+            for c in 0..chunks {
+                let bytes = chunk_bytes(row, c);
+                let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                // SAFETY: 64 bytes; chunk c lies inside the activation row.
+                unsafe {
+                    let dl = _mm256_loadu_si256(bytes.as_ptr() as *const __m256i);
+                    let dh = _mm256_loadu_si256(bytes.as_ptr().add(32) as *const __m256i);
+                    for t in 0..4 {
+                        let at = ar.as_ptr().add(c * CHUNK + 32 * t);
+                        let (al, ah) = (bf16_pair8(at), bf16_pair8(at.add(16)));
+                        for h in 0..2 {
+                            lo = _mm256_fmadd_ps(al[h], nibble8(dl, 2 * t + h, mag), lo);
+                            hi = _mm256_fmadd_ps(ah[h], nibble8(dh, 2 * t + h, mag), hi);
+                        }
+                    }
+                }
+                let mut inner = [0f32; 8];
+                for (half, v) in [lo, hi].into_iter().enumerate() {
+                    let s = _mm256_add_ps(v, _mm256_shuffle_ps::<0x4E>(v, v));
+                    let s = _mm256_add_ps(s, _mm256_shuffle_ps::<0xB1>(s, s));
+                    // SAFETY: 8 floats.
+                    unsafe { _mm256_storeu_ps(inner.as_mut_ptr(), s) };
+                    for (b, &x) in [inner[0], inner[4]].iter().enumerate() {
+                        let kb = 4 * c + 2 * half + b;
+                        if kb < blocks {
+                            acc = x.mul_add(panel[kb * PAIRS + ri * nr + ci], acc);
+                        }
+                    }
+                }
+            }
+            out[ri * nr + ci] = acc;
+        }
+    }
+    out
+}
+
+/// Decoded scales `swt[kb * GROUP + j]` of the 16 scale rows `rows` for whole groups of 16 blocks; returns how many blocks it filled.
+pub fn fill_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
+    if !is_x86_feature_detected!("avx2") {
+        return 0;
+    }
+    let blocks = rows[0].len();
+    let whole = blocks / 16 * 16;
+    for kb0 in (0..whole).step_by(16) {
+        // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
+        let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
+        for (c, col) in transpose16(x).into_iter().enumerate() {
+            let dst: &mut [f32; 16] = (&mut swt[(kb0 + c) * GROUP..][..GROUP]).try_into().expect("16 scales");
+            // SAFETY: avx2 is present, checked above.
+            unsafe { decode_e8m0_x16(col, dst) };
+        }
+    }
+    whole
+}
