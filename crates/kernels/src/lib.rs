@@ -17,6 +17,7 @@ pub mod rope;
 pub mod swiglu;
 // group B: GEMMs
 pub mod bf16_gemm;
+pub mod dequant_gemm;
 pub mod fp8_gemm;
 pub(crate) mod gemm;
 pub mod grouped_proj;

@@ -19,6 +19,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::mxfp4_gemm::Mxfp4Gemm,
         &crate::bf16_gemm::Bf16Gemm,
         &crate::grouped_proj::GroupedProj,
+        &crate::dequant_gemm::DequantGemm,
         // group C: mHC, routers, MoE join
         &crate::hc_mix::HcMix,
         &crate::hc_split_sinkhorn::HcSplitSinkhorn,

@@ -27,8 +27,39 @@ pub struct Mxfp4 {
 #[derive(Clone, Debug)]
 pub struct Bf16 {
     pub bytes: MappedBytes,
+    /// A copy of the values, made only when the mapping is not 2-byte aligned.
+    unaligned_copy: Option<Vec<u16>>,
     pub out_dim: usize,
     pub in_dim: usize,
+}
+
+impl Bf16 {
+    /// A weight over `bytes`, copying them only if they are not aligned for u16 access.
+    pub fn new(bytes: MappedBytes, out_dim: usize, in_dim: usize) -> Bf16 {
+        // SAFETY: every bit pattern is a valid u16; align_to only reinterprets the aligned middle.
+        let (head, _, _) = unsafe { bytes.align_to::<u16>() };
+        let unaligned_copy = (!head.is_empty()).then(|| {
+            bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect()
+        });
+        Bf16 {
+            bytes,
+            unaligned_copy,
+            out_dim,
+            in_dim,
+        }
+    }
+
+    /// The values as bf16 bit patterns (little-endian hosts).
+    pub fn words(&self) -> &[u16] {
+        match &self.unaligned_copy {
+            Some(words) => words,
+            // SAFETY: checked aligned in `new`; every bit pattern is a valid u16.
+            None => unsafe { self.bytes.align_to::<u16>().1 },
+        }
+    }
 }
 
 /// mHC mixing weights of one sub-block: `fn` [mix, hc*D], `base` [mix], `scale` [3] (or [1] for the head).
@@ -195,11 +226,7 @@ impl Reader<'_> {
 
     fn bf16(&self, name: &str) -> Bf16 {
         let shape = self.shape(name);
-        Bf16 {
-            bytes: self.bytes(name),
-            out_dim: shape[0],
-            in_dim: shape[1],
-        }
+        Bf16::new(self.bytes(name), shape[0], shape[1])
     }
 
     fn hc(&self, p: &str) -> Hc {

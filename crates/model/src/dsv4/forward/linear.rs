@@ -1,80 +1,91 @@
-//! Linear layers of the forward pass: FP8, MXFP4 and bf16 weights against f32 activation rows.
+//! Linear layers of the forward pass: which registered GEMM kernel each weight format and semantics uses.
 
-use tensorfold_formats::{bf16, e2m1, e4m3, e8m0};
-use tensorfold_kernels::cpu::dot;
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::bf16_gemm::bf16_gemm;
+use tensorfold_kernels::dequant_gemm::{WeightFormat, dequant_gemm};
+use tensorfold_kernels::fp8_gemm::fp8_gemm;
+use tensorfold_kernels::grouped_proj::grouped_proj;
+use tensorfold_kernels::mxfp4_gemm::mxfp4_gemm;
 
 use super::Pass;
 use crate::dsv4::weights::{Bf16, Fp8, Mxfp4};
 
-/// `x [rows, in] . W^T -> [rows, out]` with rows of `w` produced by `row`.
-fn apply(pass: &Pass<'_>, x: &[f32], out_dim: usize, in_dim: usize, row: impl Fn(usize, &mut [f32])) -> Vec<f32> {
-    let rows = x.len() / in_dim;
-    let mut out = vec![0f32; rows * out_dim];
-    let mut w = vec![0f32; in_dim];
-    for n in 0..out_dim {
-        row(n, &mut w);
-        for r in 0..rows {
-            out[r * out_dim + n] = dot(&x[r * in_dim..(r + 1) * in_dim], &w, pass.launch.simd);
-        }
+fn output(x: &[f32], in_dim: usize, out_dim: usize) -> Vec<f32> {
+    vec![0f32; x.len() / in_dim * out_dim]
+}
+
+/// FP8 e4m3 weight with 128x128 e8m0 block scales: activations act_quant'ed (official) or exact (transformers).
+pub(crate) fn fp8(pass: &Pass<'_>, x: &[f32], w: &Fp8) -> Vec<f32> {
+    let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
+    let mut out = output(x, k, n);
+    if pass.model.semantics.act_quant_gemm_inputs {
+        fp8_gemm(x, &w.codes, &w.scales, n, k, &mut out, l, Faults::NONE);
+    } else {
+        dequant_gemm(
+            x,
+            &w.codes,
+            &w.scales,
+            WeightFormat::Fp8Block,
+            n,
+            k,
+            1,
+            &mut out,
+            l,
+            Faults::NONE,
+        );
     }
     out
 }
 
-/// FP8 e4m3 weight with 128x128 e8m0 block scales.
-pub(crate) fn fp8(pass: &Pass<'_>, x: &[f32], w: &Fp8) -> Vec<f32> {
-    let grid_cols = w.in_dim.div_ceil(128);
-    apply(pass, x, w.out_dim, w.in_dim, |n, row| {
-        for (k, v) in row.iter_mut().enumerate() {
-            *v = e4m3::decode(w.codes[n * w.in_dim + k]) * e8m0::decode(w.scales[n / 128 * grid_cols + k / 128]);
-        }
-    })
-}
-
-/// MXFP4 weight: e2m1 pairs with e8m0 scales per 32.
+/// MXFP4 weight (routed experts).
 pub(crate) fn mxfp4(pass: &Pass<'_>, x: &[f32], w: &Mxfp4) -> Vec<f32> {
-    apply(pass, x, w.out_dim, w.in_dim, |n, row| {
-        for (k, v) in row.iter_mut().enumerate() {
-            let byte = w.packed[(n * w.in_dim + k) / 2];
-            let code = if k % 2 == 0 { byte & 0xF } else { byte >> 4 };
-            *v = e2m1::decode(code) * e8m0::decode(w.scales[n * w.in_dim / 32 + k / 32]);
-        }
-    })
+    let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
+    let mut out = output(x, k, n);
+    if pass.model.semantics.act_quant_gemm_inputs {
+        mxfp4_gemm(x, &w.packed, &w.scales, n, k, &mut out, l, Faults::NONE);
+    } else {
+        dequant_gemm(
+            x,
+            &w.packed,
+            &w.scales,
+            WeightFormat::Mxfp4,
+            n,
+            k,
+            1,
+            &mut out,
+            l,
+            Faults::NONE,
+        );
+    }
+    out
 }
 
-/// bf16 weight.
+/// bf16 weight: unquantised f32 activations in both semantics.
 pub(crate) fn bf16(pass: &Pass<'_>, x: &[f32], w: &Bf16) -> Vec<f32> {
-    apply(pass, x, w.out_dim, w.in_dim, |n, row| {
-        for (k, v) in row.iter_mut().enumerate() {
-            let i = 2 * (n * w.in_dim + k);
-            *v = bf16::bf16_to_f32(u16::from_le_bytes([w.bytes[i], w.bytes[i + 1]]));
-        }
-    })
+    let mut out = output(x, w.in_dim, w.out_dim);
+    bf16_gemm(x, w.words(), w.out_dim, w.in_dim, &mut out, &pass.launch, Faults::NONE);
+    out
 }
 
 /// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`.
 pub(crate) fn grouped(pass: &Pass<'_>, x: &[f32], w: &Fp8, groups: usize) -> Vec<f32> {
-    let (in_g, out_g) = (w.in_dim, w.out_dim / groups);
-    let rows = x.len() / (in_g * groups);
-    let mut out = vec![0f32; rows * w.out_dim];
-    let full = fp8_rows(w);
-    for r in 0..rows {
-        for g in 0..groups {
-            let xg = &x[(r * groups + g) * in_g..(r * groups + g + 1) * in_g];
-            for j in 0..out_g {
-                let n = g * out_g + j;
-                out[r * w.out_dim + n] = dot(xg, &full[n * in_g..(n + 1) * in_g], pass.launch.simd);
-            }
-        }
+    let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
+    let mut out = output(x, k * groups, n);
+    if pass.model.semantics.act_quant_gemm_inputs {
+        grouped_proj(x, &w.codes, &w.scales, groups, n / groups, k, &mut out, l, Faults::NONE);
+    } else {
+        dequant_gemm(
+            x,
+            &w.codes,
+            &w.scales,
+            WeightFormat::Fp8Block,
+            n,
+            k,
+            groups,
+            &mut out,
+            l,
+            Faults::NONE,
+        );
     }
     out
-}
-
-fn fp8_rows(w: &Fp8) -> Vec<f32> {
-    let grid_cols = w.in_dim.div_ceil(128);
-    (0..w.out_dim * w.in_dim)
-        .map(|i| {
-            let (n, k) = (i / w.in_dim, i % w.in_dim);
-            e4m3::decode(w.codes[i]) * e8m0::decode(w.scales[n / 128 * grid_cols + k / 128])
-        })
-        .collect()
 }
