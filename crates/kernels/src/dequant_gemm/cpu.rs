@@ -31,7 +31,7 @@ fn decode_row(format: WeightFormat, w: &[u8], scales: &[u8], n: usize, k: usize,
         WeightFormat::Mxfp4 => {
             for (j, v) in row.iter_mut().enumerate() {
                 let byte = w[(n * k + j) / 2];
-                let code = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                let code = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
                 let s = if lost_scale && j / 32 == k / 32 - 1 {
                     1.0
                 } else {

@@ -97,7 +97,7 @@ impl Kernel for DequantGemm {
                 }
                 WeightFormat::Mxfp4 => {
                     let b = w[(i * k + j) / 2];
-                    let code = if j % 2 == 0 { b & 0xF } else { b >> 4 };
+                    let code = if j.is_multiple_of(2) { b & 0xF } else { b >> 4 };
                     e2m1::decode(code) as f64 * e8m0::decode(s[i * (k / 32) + j / 32]) as f64
                 }
             }
