@@ -13,8 +13,7 @@ pub(crate) const CHUNK: usize = 32;
 /// Most rows in one pass over a group of weight rows.
 const ROW_CAP: usize = 16;
 
-/// `out[r, n] = tree(lanes)` where lane l sums by FMA `x[r, 32c + 2l] * W[n, 32c + 2l]` then `x[r, 32c + 2l + 1] *
-/// W[n, 32c + 2l + 1]` for chunks c ascending, and tree is (j, j+8), (j, j+4), (j, j+2), (0, 1); `w` is [n, k] bf16.
+/// `out[r, n]`: 16 FMA lanes, lane l taking elements 32c + 2l then 32c + 2l + 1 for c ascending, then the 4-level tree.
 #[allow(clippy::too_many_arguments)]
 pub fn bf16_gemm(x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
     assert!(n > 0 && k > 0, "bf16_gemm: empty weight [{n}, {k}]");

@@ -1,5 +1,4 @@
-//! `bf16_gemm`: `y = x . W^T` with bf16 weights and f32 activations (compressor wkv/wgate, router gate, indexer
-//! weights_proj, the vocab head).
+//! `bf16_gemm`: `y = x . W^T`, bf16 weights, f32 activations (compressor, router gate, indexer weights_proj, vocab head).
 
 mod cpu;
 #[cfg(target_arch = "x86_64")]
@@ -54,8 +53,7 @@ impl Kernel for Bf16Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes; router gate [256, 4096]; compressor wkv [1024, 4096]; indexer weights_proj
-        // [64, 4096]; the vocab head's 129280 columns (split over threads) at a short K.
+        // Awkward sizes; router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K.
         [
             (3, 1, 1),
             (17, 31, 257),

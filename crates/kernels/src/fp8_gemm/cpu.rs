@@ -1,4 +1,4 @@
-//! CPU `fp8_gemm`: FP8 e4m3 weights with 128x128 e8m0 block scales against per-128 FP8-quantised activations.
+//! CPU `fp8_gemm`: block inner = 16 FMA lanes (lane l: elements 4l..4l+3, then 64+4l..64+4l+3), tree (j,j+8),(j,j+4),(j,j+2),(0,1).
 
 use tensorfold_formats::{bf16, e8m0};
 
@@ -17,9 +17,7 @@ pub(crate) const LAYOUT: Layout = Layout {
     scale_factor: 2.0,
 };
 
-/// `out[r, n] = sum over K blocks kb, ascending, of acc = fma(inner, sa[r,kb] * sw[n/128,kb], acc)`, where inner is
-/// the 16-lane dot of the block's e4m3 activation codes (per-128 act_quant of `x`) and weight codes: lane l sums by
-/// FMA the exact products of elements 4l..4l+3, then 64+4l..64+4l+3; then the tree (j, j+8), (j, j+4), (j, j+2), (0, 1).
+/// `out[r, n]`: over K blocks ascending `acc = fma(inner, sa[r, kb] * sw[n / 128, kb], acc)`, inner the block's 16-lane dot.
 #[allow(clippy::too_many_arguments)]
 pub fn fp8_gemm(
     x: &[f32],
@@ -172,8 +170,7 @@ impl BlockWeights for Fp8Weights<'_> {
     }
 }
 
-/// One block's inner sum in the fixed lane order; `act` holds the block's 128 prescaled activations in element order.
-/// Every product is exact in f32 (at least 2^-19, at most 8 significant bits), so multiply-then-add rounds as the SIMD FMA.
+/// One block's inner in lane order; products are exact in f32 (>= 2^-19, <= 8 bits), so multiply-then-add equals the FMA.
 fn block_dot(act: &[f32; BLOCK], wb: &[u8]) -> f32 {
     let mut lanes = [0f32; LANES];
     for chunk in 0..2 {

@@ -1,7 +1,4 @@
-//! AVX-512 and AVX2 tiles of `fp8_gemm`: the portable tile's per-pair arithmetic, 16 (or 8) pairs at once.
-//!
-//! Weights are decoded inside 32-bit lanes (shifts and a mask, no shuffles): lane l of a 64-byte load holds bytes
-//! 4l..4l+3, so the activations are stored in the matching order (`Layout { per_lane: 4 }`).
+//! AVX-512 and AVX2 paths of `fp8_gemm`: weights decoded inside 32-bit lanes (shifts and a mask), lane l = bytes 4l..4l+3.
 
 use std::arch::x86_64::*;
 use std::array::from_fn;
@@ -222,8 +219,7 @@ fn byte8<const P: u32>(d: __m256i) -> __m256 {
     ))
 }
 
-/// The once-folded lane vectors (lane j + lane j + 8) of one block for every pair; lanes 0..8 read the first half of
-/// every 64-byte load, lanes 8..16 the second.
+/// The once-folded lane vectors (lane j + lane j + 8) of one block for every pair; lanes 8..16 read each load's second half.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn lanes8<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*const u8; NR]) -> [__m256; 8] {

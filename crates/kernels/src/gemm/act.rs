@@ -1,7 +1,4 @@
-//! Activations quantised to FP8 e4m3 per 128 along K as DeepSeek's act_quant runs them, kept decoded for the dot loops.
-//!
-//! Decoded values are stored as bf16 (every e4m3 value times a power of two is one exactly), two to a 32-bit word, in
-//! the order the SIMD loops read them: that halves the bytes a GEMV row re-reads from L1 for every weight row.
+//! Activations quantised to FP8 per 128 along K (DeepSeek's act_quant), stored decoded as exact bf16 in SIMD lane order.
 
 use tensorfold_formats::e4m3;
 
@@ -13,8 +10,7 @@ pub const ACT_BLOCK: usize = 128;
 /// Where each value of a row sits in the decoded buffer, and the exact power-of-two prescale of values and scales.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Layout {
-    /// Consecutive elements per SIMD lane (even): within each chunk of 16 * per_lane values, element per_lane * l + q
-    /// goes to lane l of vector q; vectors 2t and 2t + 1 share 32-bit words (low and high half).
+    /// Elements per lane (even): element per_lane * l + q of a chunk goes to lane l of vector q; vectors 2t, 2t + 1 share words.
     pub per_lane: usize,
     /// Every decoded value is multiplied by this power of two.
     pub value_factor: f32,

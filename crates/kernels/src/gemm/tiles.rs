@@ -1,7 +1,4 @@
-//! The pair-tile driver of the block-scaled GEMMs: (row, column) output pairs in tiles of 16 (8 on AVX2).
-//!
-//! Every pair's arithmetic is the same whichever tile, thread or path computes it, so the bits never depend on
-//! the launch: the tiles only decide which pairs share decoded weights and one batched lane reduction.
+//! The tile driver of the block-scaled GEMMs: every (row, column) pair's arithmetic is the same in any tile, thread or path.
 
 use std::array::from_fn;
 use std::ops::Range;
@@ -38,8 +35,7 @@ pub(crate) trait BlockWeights: Sync {
         off: usize,
         faults: Faults,
     ) -> [f32; PAIRS];
-    /// One tile: pair `ri * cols.len() + ci` is (activation row `a_rows[ri]`, column `cols[ci]`), with
-    /// `panel[kb * PAIRS + pair]` its a_scale * w_scale; returns `acc` per pair.
+    /// Pair `ri * cols.len() + ci` is (row `a_rows[ri]`, column `cols[ci]`), scaled by `panel[kb * PAIRS + pair]`; returns acc per pair.
     fn tile(&self, simd: SimdPath, a_rows: &[&[u16]], cols: &[usize], panel: &[f32], faults: Faults) -> [f32; PAIRS];
 }
 

@@ -6,8 +6,7 @@ use crate::fp8_gemm::{BLOCK, Fp8Weights, LAYOUT};
 use crate::gemm::act::Fp8Rows;
 use crate::gemm::{Problem, run_pairs};
 
-/// `out[r, i * o_lora + j] = fp8_gemm` of group i of `o[r]` (values `i * group_dim..`) against row `i * o_lora + j` of
-/// `wo_a` ([groups * o_lora, group_dim] e4m3 with an e8m0 grid over the whole matrix); act_quant per 128 within a group.
+/// `out[r, i * o_lora + j]` = fp8_gemm of group i of `o[r]` (act_quant per 128 from the group's start) and wo_a row i * o_lora + j.
 #[allow(clippy::too_many_arguments)]
 pub fn grouped_proj(
     o: &[f32],

@@ -1,4 +1,4 @@
-//! CPU `mxfp4_gemm`: MXFP4 routed-expert weights (e2m1 pairs, e8m0 per 32) against per-128 FP8-quantised activations.
+//! CPU `mxfp4_gemm`: a 32-block's inner is (l0 + l2) + (l1 + l3), lane i summing elements 8i..8i+7 by FMA in order.
 
 use tensorfold_formats::{bf16, e2m1, e8m0};
 
@@ -19,10 +19,7 @@ pub(crate) const LAYOUT: Layout = Layout {
     scale_factor: 1.0,
 };
 
-/// `out[r, n] = sum over 32-blocks kb, ascending, of acc = fma(inner, sa[r, kb/4] * sw[n, kb], acc)`, where inner sums
-/// the exact products of the block's e4m3 activation codes (per-128 act_quant of `x`) and e2m1 weights: lane i of
-/// the block (elements 8i..8i+7) sums its products by FMA, then inner = (l0 + l2) + (l1 + l3). `w` is [n, k/2]
-/// (element 2j in the low nibble of byte j), `w_scale` [n, k/32].
+/// `out[r, n]`: over 32-blocks ascending `acc = fma(inner, sa[r, kb / 4] * sw[n, kb], acc)`; `w` [n, k/2], `w_scale` [n, k/32].
 #[allow(clippy::too_many_arguments)]
 pub fn mxfp4_gemm(
     x: &[f32],
@@ -73,8 +70,7 @@ impl Mxfp4Weights<'_> {
 }
 
 impl Mxfp4Weights<'_> {
-    /// Every 32-block's inner sum for one activation row (`act`, element order) and weight row, in the fixed lane order;
-    /// e4m3 x e2m1 products are exact in f32, so multiply-then-add rounds as the SIMD FMA.
+    /// Every 32-block's inner for one row (`act` in element order); e4m3 x e2m1 products are exact, so a * w + lane is the FMA.
     fn inners(&self, act: &[f32], wr: &[u8], swap: bool) -> Vec<f32> {
         let blocks = self.blocks();
         let mut inners = Vec::with_capacity(blocks);

@@ -1,7 +1,4 @@
-//! AVX-512 and AVX2 paths of `mxfp4_gemm`: the portable arithmetic, with weight nibbles decoded in place.
-//!
-//! Lane l of a 64-byte load holds the 8 nibbles of elements 8l..8l+7; `vpermps` on the word shifted right by 4q
-//! decodes nibble q of every lane at once (it reads only the low 4 bits of each index).
+//! AVX-512 and AVX2 paths of `mxfp4_gemm`: lane l holds elements 8l..8l+7; `vpermps` on the word >> 4q decodes nibble q.
 
 use std::arch::x86_64::*;
 use std::array::from_fn;
@@ -83,8 +80,7 @@ fn chunk_bytes(row: &[u8], c: usize) -> [u8; CHUNK_BYTES] {
     pad
 }
 
-/// One activation row against `cols` weight rows (`w(j)` is column j's), four streamed at a time; column j's block kb
-/// is scaled by `sa[kb / 4] * swt[kb * GROUP + off + j]`.
+/// One row against `cols` weight rows (`w(j)`), four streamed at a time; block kb of column j scaled by sa[kb/4] * swt[..].
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn rows_avx512<'w>(
