@@ -4,7 +4,6 @@ use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
 use tensorfold_kernels::dequant_gemm::{WeightFormat, dequant_gemm};
 use tensorfold_kernels::fp8_gemm::fp8_gemm;
-use tensorfold_kernels::grouped_proj::grouped_proj;
 use tensorfold_kernels::mxfp4_gemm::mxfp4_gemm;
 
 use super::Pass;
@@ -67,25 +66,11 @@ pub(crate) fn bf16(pass: &Pass<'_>, x: &[f32], w: &Bf16) -> Vec<f32> {
     out
 }
 
-/// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`.
+/// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`; DeepSeek's code
+/// dequantises `wo_a` and multiplies unquantised activations, so both semantics use the exact path.
 pub(crate) fn grouped(pass: &Pass<'_>, x: &[f32], w: &Fp8, groups: usize) -> Vec<f32> {
     let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
     let mut out = output(x, k * groups, n);
-    if pass.model.semantics.act_quant_gemm_inputs {
-        grouped_proj(x, &w.codes, &w.scales, groups, n / groups, k, &mut out, l, Faults::NONE);
-    } else {
-        dequant_gemm(
-            x,
-            &w.codes,
-            &w.scales,
-            WeightFormat::Fp8Block,
-            n,
-            k,
-            groups,
-            &mut out,
-            l,
-            Faults::NONE,
-        );
-    }
+    dequant_gemm(x, &w.codes, &w.scales, WeightFormat::Fp8Block, n, k, groups, &mut out, l, Faults::NONE);
     out
 }
