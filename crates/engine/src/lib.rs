@@ -1,4 +1,12 @@
-//! TensorFold's engine: requests, lane rounds, the cache and keyed sampling; pure logic, tested without a model.
+//! TensorFold's engine: requests, lane rounds, the prefix cache and keyed sampling.
 
+pub mod engine;
 pub mod philox;
+pub mod prefix;
+pub mod request;
+pub mod runner;
 pub mod sampler;
+pub mod scheduler;
+
+pub use engine::{Engine, EngineConfig, EngineStats, token_sha};
+pub use request::{Event, FinishReason, GenerateParams, Priority, RequestId, Usage};

@@ -71,6 +71,17 @@ pub(crate) fn bf16(pass: &Pass<'_>, x: &[f32], w: &Bf16) -> Vec<f32> {
 pub(crate) fn grouped(pass: &Pass<'_>, x: &[f32], w: &Fp8, groups: usize) -> Vec<f32> {
     let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
     let mut out = output(x, k * groups, n);
-    dequant_gemm(x, &w.codes, &w.scales, WeightFormat::Fp8Block, n, k, groups, &mut out, l, Faults::NONE);
+    dequant_gemm(
+        x,
+        &w.codes,
+        &w.scales,
+        WeightFormat::Fp8Block,
+        n,
+        k,
+        groups,
+        &mut out,
+        l,
+        Faults::NONE,
+    );
     out
 }

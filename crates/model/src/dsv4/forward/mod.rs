@@ -40,6 +40,17 @@ pub(crate) struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// A copy without the row groups (for passes over a subset of rows that touch no sequence state).
+    fn clone_shallow(&self) -> Self {
+        Pass {
+            launch: self.launch,
+            positions: self.positions.clone(),
+            token_ids: Vec::new(),
+            groups: Vec::new(),
+            model: self.model,
+        }
+    }
+
     pub fn rows(&self) -> usize {
         self.positions.len()
     }
@@ -47,6 +58,15 @@ impl Pass<'_> {
     pub fn eps(&self) -> f32 {
         self.model.config.rms_norm_eps as f32
     }
+}
+
+/// What a forward pass returns besides the logits of every row.
+#[derive(Clone, Debug, Default)]
+pub struct ForwardOptions {
+    /// Keep every main layer's output streams.
+    pub keep_layers: bool,
+    /// Compute logits only for these rows (in this order); `None` for every row.
+    pub logit_rows: Option<Vec<usize>>,
 }
 
 /// Outputs of one forward pass.
@@ -121,7 +141,7 @@ impl Dsv4Model {
         })
     }
 
-    /// Runs `batch` through the model, reading and advancing each sequence's state in `cache`.
+    /// Runs `batch` through the model, reading and advancing each sequence's state in `cache`; logits for every row.
     pub fn forward(
         &self,
         batch: &Batch,
@@ -129,6 +149,26 @@ impl Dsv4Model {
         launch: CpuLaunch,
         keep_layers: bool,
     ) -> Result<Output, String> {
+        self.forward_with(
+            batch,
+            cache,
+            launch,
+            &ForwardOptions {
+                keep_layers,
+                logit_rows: None,
+            },
+        )
+    }
+
+    /// Runs `batch` with `opts`: logits only for the rows asked for, layer streams when asked for.
+    pub fn forward_with(
+        &self,
+        batch: &Batch,
+        cache: &mut Dsv4Cache,
+        launch: CpuLaunch,
+        opts: &ForwardOptions,
+    ) -> Result<Output, String> {
+        let keep_layers = opts.keep_layers;
         let c = &self.config;
         let pass = self.pass(batch, cache, launch, |seq| seq.len)?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
@@ -152,7 +192,24 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
-        out.logits = self.head(&pass, &x, &self.weights.hc_head, &self.weights.norm);
+        out.logits = match &opts.logit_rows {
+            None => self.head(&pass, &x, &self.weights.hc_head, &self.weights.norm),
+            Some(rows) => {
+                let n = hc * d;
+                if let Some(&r) = rows.iter().find(|&&r| r >= pass.rows()) {
+                    return Err(format!("logit row {r} is outside the batch of {} rows", pass.rows()));
+                }
+                let picked: Vec<f32> = rows
+                    .iter()
+                    .flat_map(|&r| x[r * n..(r + 1) * n].iter().copied())
+                    .collect();
+                let sub = Pass {
+                    positions: rows.iter().map(|&r| pass.positions[r]).collect(),
+                    ..pass.clone_shallow()
+                };
+                self.head(&sub, &picked, &self.weights.hc_head, &self.weights.norm)
+            }
+        };
         out.last_streams = x;
         Ok(out)
     }

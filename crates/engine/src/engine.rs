@@ -1,0 +1,414 @@
+//! The step loop: admit, plan a lane round, run it, sample, deliver; every token of every request goes through it.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
+use tensorfold_model::dsv4::cache::Dsv4Cache;
+
+use crate::prefix::{BLOCK_TOKENS, PrefixCache};
+use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
+use crate::runner::Runner;
+use crate::sampler::{prompt_key, sample};
+use crate::scheduler::{Lane, plan};
+
+/// Engine limits.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    /// Tokens per lane round.
+    pub token_budget: usize,
+    /// Requests per lane round.
+    pub max_lanes: usize,
+    /// Tokens (prompt plus max_tokens) the running requests may hold in all; accounted at admission.
+    pub capacity_tokens: usize,
+    /// Prefix tokens whose states the prefix cache may keep; 0 turns prefix reuse off.
+    pub prefix_cache_tokens: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            token_budget: 256,
+            max_lanes: 64,
+            capacity_tokens: 1 << 20,
+            prefix_cache_tokens: 1 << 16,
+        }
+    }
+}
+
+/// Counters for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub running: usize,
+    pub waiting: usize,
+    pub reserved_tokens: usize,
+    pub capacity_tokens: usize,
+    pub rounds: u64,
+    pub prompt_tokens: u64,
+    pub generated_tokens: u64,
+    pub cached_tokens: u64,
+    pub preemptions: u64,
+}
+
+struct Req {
+    prompt: Vec<u32>,
+    params: GenerateParams,
+    key: u64,
+    output: Vec<u32>,
+    delivered: usize,
+    fed: usize,
+    phase: Phase,
+    sink: Sink,
+    waited: u32,
+    usage: Usage,
+    seq: SeqSlot,
+    admitted_at: u64,
+}
+
+impl Req {
+    fn need(&self) -> usize {
+        self.prompt.len() + self.params.max_tokens
+    }
+
+    fn token(&self, pos: usize) -> u32 {
+        if pos < self.prompt.len() {
+            self.prompt[pos]
+        } else {
+            self.output[pos - self.prompt.len()]
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.prompt.len() + self.output.len()
+    }
+}
+
+/// Owns the model, every request and every sequence's state.
+pub struct Engine {
+    runner: Box<dyn Runner>,
+    cfg: EngineConfig,
+    reqs: BTreeMap<RequestId, Req>,
+    cache: Dsv4Cache,
+    prefix: PrefixCache,
+    next_id: u64,
+    reserved: usize,
+    stats: EngineStats,
+}
+
+/// SHA-256 over token ids as little-endian u32, in hex.
+pub fn token_sha(tokens: &[u32]) -> String {
+    let mut h = Sha256::new();
+    for t in tokens {
+        h.update(t.to_le_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Engine {
+    pub fn new(runner: Box<dyn Runner>, cfg: EngineConfig) -> Engine {
+        let prefix = PrefixCache::new(cfg.prefix_cache_tokens);
+        Engine {
+            runner,
+            cfg,
+            reqs: BTreeMap::new(),
+            cache: Dsv4Cache::default(),
+            prefix,
+            next_id: 1,
+            reserved: 0,
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.runner.vocab_size()
+    }
+
+    /// Accepts a request or says why it can never run.
+    pub fn submit(&mut self, prompt: Vec<u32>, params: GenerateParams, sink: Sink) -> Result<RequestId, String> {
+        params.sampling.validate()?;
+        let vocab = self.runner.vocab_size();
+        if prompt.is_empty() {
+            return Err("the prompt is empty; send at least one token".into());
+        }
+        if let Some(t) = prompt.iter().find(|&&t| t as usize >= vocab) {
+            return Err(format!("token id {t} is outside the vocabulary (0..{vocab})"));
+        }
+        if params.max_tokens == 0 {
+            return Err("max_tokens must be at least 1".into());
+        }
+        let need = prompt.len() + params.max_tokens;
+        let limit = self.runner.max_context().min(self.cfg.capacity_tokens);
+        if need > limit {
+            let room = limit.saturating_sub(prompt.len());
+            return Err(if room == 0 {
+                format!(
+                    "the prompt has {} tokens but at most {} fit; shorten the prompt",
+                    prompt.len(),
+                    limit - 1
+                )
+            } else {
+                format!(
+                    "the prompt ({} tokens) plus max_tokens ({}) needs {need} tokens but at most {limit} fit; lower max_tokens to {room} or shorten the prompt",
+                    prompt.len(),
+                    params.max_tokens
+                )
+            });
+        }
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        let key = params.seed.unwrap_or_else(|| prompt_key(&prompt));
+        let usage = Usage {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
+        let req = Req {
+            prompt,
+            params,
+            key,
+            output: Vec::new(),
+            delivered: 0,
+            fed: 0,
+            phase: Phase::Waiting,
+            sink,
+            waited: 0,
+            usage,
+            seq: SeqSlot(id.0 as u32),
+            admitted_at: 0,
+        };
+        self.reqs.insert(id, req);
+        Ok(id)
+    }
+
+    /// Ends a request early with `finish_reason` abort.
+    pub fn abort(&mut self, id: RequestId) {
+        self.finish(id, FinishReason::Abort);
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.reqs.is_empty()
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let running = self.reqs.values().filter(|r| r.phase == Phase::Running).count();
+        EngineStats {
+            running,
+            waiting: self.reqs.len() - running,
+            reserved_tokens: self.reserved,
+            capacity_tokens: self.cfg.capacity_tokens,
+            ..self.stats
+        }
+    }
+
+    fn admit(&mut self) {
+        let mut waiting: Vec<(bool, RequestId)> = self
+            .reqs
+            .iter()
+            .filter(|(_, r)| r.phase != Phase::Running)
+            .map(|(id, r)| (r.params.priority == Priority::Background, *id))
+            .collect();
+        waiting.sort();
+        for (background, id) in waiting {
+            let need = self.reqs[&id].need();
+            while !background && self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+            if self.reserved + need > self.cfg.capacity_tokens {
+                continue;
+            }
+            self.reserved += need;
+            let round = self.stats.rounds;
+            let r = self.reqs.get_mut(&id).expect("waiting request");
+            r.phase = Phase::Running;
+            r.admitted_at = round;
+            r.fed = 0;
+            if let Some((len, state)) = self.prefix.lookup(&r.prompt) {
+                self.cache.seqs.insert(r.seq, state);
+                r.fed = len;
+                r.usage.cached_tokens = len;
+                self.stats.cached_tokens += len as u64;
+            }
+        }
+    }
+
+    /// Sends the most recently admitted background request back to waiting; false when there is none.
+    fn preempt_background(&mut self) -> bool {
+        let victim = self
+            .reqs
+            .iter()
+            .filter(|(_, r)| r.phase == Phase::Running && r.params.priority == Priority::Background)
+            .max_by_key(|(id, r)| (r.admitted_at, **id))
+            .map(|(id, _)| *id);
+        let Some(id) = victim else { return false };
+        let r = self.reqs.get_mut(&id).expect("victim");
+        r.phase = Phase::Preempted;
+        r.fed = 0;
+        r.usage.preemptions += 1;
+        self.reserved -= r.need();
+        self.cache.remove(r.seq);
+        self.stats.preemptions += 1;
+        true
+    }
+
+    fn lanes(&self) -> Vec<Lane> {
+        let prefix_on = self.cfg.prefix_cache_tokens > 0;
+        self.reqs
+            .iter()
+            .filter(|(_, r)| r.phase == Phase::Running)
+            .map(|(&id, r)| {
+                let in_prompt = r.fed < r.prompt.len();
+                let max_chunk = if in_prompt && prefix_on {
+                    BLOCK_TOKENS - r.fed % BLOCK_TOKENS
+                } else {
+                    usize::MAX
+                };
+                Lane {
+                    id,
+                    tokens_left: r.total() - r.fed,
+                    max_chunk,
+                    decoding: !in_prompt,
+                    background: r.params.priority == Priority::Background,
+                    waited: r.waited,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs one lane round; false when there was nothing to run.
+    pub fn step(&mut self) -> bool {
+        self.admit();
+        let lanes = self.lanes();
+        let round = plan(&lanes, self.cfg.token_budget, self.cfg.max_lanes);
+        if round.is_empty() {
+            return false;
+        }
+        self.stats.rounds += 1;
+        for lane in &lanes {
+            let r = self.reqs.get_mut(&lane.id).expect("lane request");
+            r.waited = if round.iter().any(|(id, _)| *id == lane.id) {
+                0
+            } else {
+                r.waited + 1
+            };
+        }
+        let mut batch = Batch::default();
+        let mut logit_rows = Vec::new();
+        for &(id, n) in &round {
+            let r = &self.reqs[&id];
+            let tokens: Vec<u32> = (r.fed..r.fed + n).map(|p| r.token(p)).collect();
+            let first_row = batch.len();
+            for (i, pos) in (r.fed..r.fed + n).enumerate() {
+                if pos + 1 >= r.prompt.len() {
+                    logit_rows.push(first_row + i);
+                }
+            }
+            batch.push_seq(r.seq, r.fed as u32, &tokens);
+        }
+        let logits = match self.runner.forward(&batch, &mut self.cache, &logit_rows) {
+            Ok(l) => l,
+            Err(e) => {
+                for (id, _) in round {
+                    self.fail(id, format!("the forward pass failed: {e}"));
+                }
+                return true;
+            }
+        };
+        let vocab = self.runner.vocab_size();
+        let mut next = 0;
+        for (id, n) in round {
+            let r = &self.reqs[&id];
+            let with_logits = (r.fed..r.fed + n).filter(|&p| p + 1 >= r.prompt.len()).count();
+            let rows = &logits[next * vocab..(next + with_logits) * vocab];
+            next += with_logits;
+            self.after_rows(id, n, rows, vocab);
+        }
+        true
+    }
+
+    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token):
+    /// checks replayed tokens, samples the next one, finishes.
+    fn after_rows(&mut self, id: RequestId, n: usize, rows: &[f32], vocab: usize) {
+        let r = self.reqs.get_mut(&id).expect("planned request");
+        let first = r.fed;
+        r.fed += n;
+        self.stats.prompt_tokens += (r.prompt.len().min(r.fed).saturating_sub(first)) as u64;
+        let logit_base = first.max(r.prompt.len() - 1);
+        for pos in logit_base..r.fed {
+            let next = pos + 1;
+            let i = pos - logit_base;
+            if next < r.total() && next >= r.prompt.len() {
+                let again = sample(
+                    &rows[i * vocab..(i + 1) * vocab],
+                    &r.params.sampling,
+                    r.key,
+                    next as u64,
+                );
+                if again != r.output[next - r.prompt.len()] {
+                    let msg = format!(
+                        "replay after preemption drew token {again} at position {next}, {} was delivered",
+                        r.output[next - r.prompt.len()]
+                    );
+                    self.fail(id, msg);
+                    return;
+                }
+            }
+        }
+        if r.fed <= r.prompt.len() && r.fed.is_multiple_of(BLOCK_TOKENS) && self.cfg.prefix_cache_tokens > 0 {
+            if let Some(state) = self.cache.seqs.get(&r.seq) {
+                self.prefix.insert(&r.prompt[..r.fed], state);
+            }
+        }
+        if r.fed < r.total() {
+            return;
+        }
+        let pos = r.total();
+        let last = rows.len() / vocab - 1;
+        let token = sample(
+            &rows[last * vocab..(last + 1) * vocab],
+            &r.params.sampling,
+            r.key,
+            pos as u64,
+        );
+        r.output.push(token);
+        self.stats.generated_tokens += 1;
+        if r.output.len() > r.delivered {
+            r.delivered = r.output.len();
+            (r.sink)(Event::Token {
+                id: token,
+                position: pos as u32,
+            });
+        }
+        let stop = !r.params.ignore_eos && r.params.stop_token_ids.contains(&token);
+        if stop {
+            self.finish(id, FinishReason::Stop);
+        } else if r.output.len() >= r.params.max_tokens {
+            self.finish(id, FinishReason::Length);
+        }
+    }
+
+    fn release(&mut self, id: RequestId) -> Option<Req> {
+        let r = self.reqs.remove(&id)?;
+        if r.phase == Phase::Running {
+            self.reserved -= r.need();
+        }
+        self.cache.remove(r.seq);
+        Some(r)
+    }
+
+    fn finish(&mut self, id: RequestId, reason: FinishReason) {
+        if let Some(mut r) = self.release(id) {
+            let usage = Usage {
+                completion_tokens: r.output.len(),
+                ..r.usage
+            };
+            (r.sink)(Event::Finished {
+                reason,
+                usage,
+                token_sha: token_sha(&r.output),
+            });
+        }
+    }
+
+    fn fail(&mut self, id: RequestId, msg: String) {
+        if let Some(mut r) = self.release(id) {
+            (r.sink)(Event::Error(msg));
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The exactness laws through the engine: concurrent equals solo, chunked equals whole, resumed equals fresh,
+//! preempted-and-replayed equals uninterrupted.
+
+use std::sync::{Arc, Mutex};
+
+use tensorfold_engine::runner::Dsv4Runner;
+use tensorfold_engine::sampler::SamplingParams;
+use tensorfold_engine::{Engine, EngineConfig, Event, FinishReason, GenerateParams, Priority, Usage};
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::Dsv4Checkpoint;
+use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::dsv4::weights::Dsv4Weights;
+use tensorfold_model::synth::{self, Preset, SynthOptions};
+
+fn model() -> Dsv4Model {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SynthOptions {
+            preset: Preset::Tiny,
+            seed: 5,
+            out: dir.path().to_path_buf(),
+            shard_bytes: synth::DEFAULT_SHARD_BYTES,
+            chat_template: true,
+            force: false,
+        };
+        synth::write(&opts).unwrap();
+        dir
+    });
+    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
+    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
+    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+}
+
+fn engine(cfg: EngineConfig, threads: usize) -> Engine {
+    let launch = CpuLaunch {
+        threads,
+        ..CpuLaunch::serial()
+    };
+    Engine::new(Box::new(Dsv4Runner { model: model(), launch }), cfg)
+}
+
+/// A finished request: its tokens, finish reason, usage and token_sha.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Done {
+    tokens: Vec<u32>,
+    reason: Option<FinishReason>,
+    usage: Usage,
+    sha: String,
+}
+
+fn submit(e: &mut Engine, prompt: Vec<u32>, params: GenerateParams) -> Arc<Mutex<Done>> {
+    let done = Arc::new(Mutex::new(Done::default()));
+    let d = done.clone();
+    e.submit(
+        prompt,
+        params,
+        Box::new(move |ev| {
+            let mut d = d.lock().unwrap();
+            match ev {
+                Event::Token { id, .. } => d.tokens.push(id),
+                Event::Finished {
+                    reason,
+                    usage,
+                    token_sha,
+                } => {
+                    d.reason = Some(reason);
+                    d.usage = usage;
+                    d.sha = token_sha;
+                }
+                Event::Error(e) => panic!("request failed: {e}"),
+            }
+        }),
+    )
+    .unwrap();
+    done
+}
+
+fn drain(e: &mut Engine) {
+    while e.has_work() {
+        assert!(e.step(), "work left but nothing ran");
+    }
+}
+
+fn prompt(n: usize, salt: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 7919 + salt * 104_729) % 129_000 + 3)
+        .collect()
+}
+
+fn params(temperature: f32, seed: Option<u64>, max_tokens: usize) -> GenerateParams {
+    GenerateParams {
+        sampling: SamplingParams {
+            temperature,
+            top_p: 0.95,
+            ..Default::default()
+        },
+        seed,
+        max_tokens,
+        ..Default::default()
+    }
+}
+
+fn solo(cfg: EngineConfig, p: &[u32], gp: &GenerateParams) -> Done {
+    let mut e = engine(cfg, 1);
+    let d = submit(&mut e, p.to_vec(), gp.clone());
+    drain(&mut e);
+    let out = d.lock().unwrap().clone();
+    out
+}
+
+#[test]
+fn concurrent_equals_solo_at_every_temperature() {
+    let cfg = EngineConfig {
+        token_budget: 48,
+        ..Default::default()
+    };
+    let prompts: Vec<(Vec<u32>, GenerateParams)> = vec![
+        (prompt(5, 1), params(0.0, None, 6)),
+        (prompt(40, 2), params(0.7, Some(11), 6)),
+        (prompt(9, 3), params(1.0, Some(12), 6)),
+        (prompt(70, 4), params(1.0, None, 5)),
+    ];
+    let alone: Vec<Done> = prompts.iter().map(|(p, gp)| solo(cfg, p, gp)).collect();
+    let mut e = engine(cfg, 2);
+    let handles: Vec<_> = prompts
+        .iter()
+        .map(|(p, gp)| submit(&mut e, p.clone(), gp.clone()))
+        .collect();
+    drain(&mut e);
+    for (i, (h, a)) in handles.iter().zip(&alone).enumerate() {
+        let c = h.lock().unwrap();
+        assert_eq!(
+            c.sha, a.sha,
+            "request {i}: concurrent {:?} vs alone {:?}",
+            c.tokens, a.tokens
+        );
+        assert_eq!(c.reason, Some(FinishReason::Length));
+        assert_eq!(c.tokens.len(), prompts[i].1.max_tokens);
+    }
+    let distinct: std::collections::BTreeSet<_> = alone.iter().map(|d| d.sha.clone()).collect();
+    assert_eq!(distinct.len(), alone.len());
+}
+
+#[test]
+fn chunk_size_does_not_change_tokens() {
+    let p = prompt(150, 7);
+    let gp = params(0.7, Some(3), 5);
+    let whole = solo(
+        EngineConfig {
+            token_budget: 512,
+            prefix_cache_tokens: 0,
+            ..Default::default()
+        },
+        &p,
+        &gp,
+    );
+    for budget in [1, 7, 64] {
+        let chunked = solo(
+            EngineConfig {
+                token_budget: budget,
+                prefix_cache_tokens: 0,
+                ..Default::default()
+            },
+            &p,
+            &gp,
+        );
+        assert_eq!(chunked.sha, whole.sha, "budget {budget}");
+    }
+}
+
+#[test]
+fn resumed_prefix_equals_fresh() {
+    let p = prompt(300, 8);
+    let gp = params(1.0, Some(9), 5);
+    let fresh = solo(
+        EngineConfig {
+            prefix_cache_tokens: 0,
+            ..Default::default()
+        },
+        &p,
+        &gp,
+    );
+    let mut e = engine(EngineConfig::default(), 1);
+    let first = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    let second = submit(&mut e, p.clone(), gp.clone());
+    let mut longer = p.clone();
+    longer.extend(prompt(20, 9));
+    let third = submit(&mut e, longer.clone(), gp.clone());
+    drain(&mut e);
+    assert_eq!(first.lock().unwrap().sha, fresh.sha);
+    let second = second.lock().unwrap();
+    assert_eq!(second.usage.cached_tokens, 256, "two 128-token blocks resumed");
+    assert_eq!(second.sha, fresh.sha, "resumed differs from fresh");
+    let fresh_longer = solo(
+        EngineConfig {
+            prefix_cache_tokens: 0,
+            ..Default::default()
+        },
+        &longer,
+        &gp,
+    );
+    assert_eq!(third.lock().unwrap().usage.cached_tokens, 256);
+    assert_eq!(third.lock().unwrap().sha, fresh_longer.sha);
+}
+
+#[test]
+fn preempted_background_request_replays_exactly() {
+    let bg = prompt(60, 10);
+    let fg = prompt(30, 11);
+    let mut bg_params = params(1.0, Some(1), 12);
+    bg_params.priority = Priority::Background;
+    let fg_params = params(0.7, Some(2), 4);
+    let cfg = EngineConfig {
+        token_budget: 32,
+        capacity_tokens: 80,
+        prefix_cache_tokens: 0,
+        ..Default::default()
+    };
+    let alone = solo(cfg, &bg, &bg_params);
+    let mut e = engine(cfg, 1);
+    let b = submit(&mut e, bg.clone(), bg_params.clone());
+    for _ in 0..4 {
+        e.step();
+    }
+    assert!(
+        !b.lock().unwrap().tokens.is_empty(),
+        "the background request started generating"
+    );
+    let f = submit(&mut e, fg.clone(), fg_params.clone());
+    drain(&mut e);
+    let b = b.lock().unwrap();
+    assert_eq!(b.usage.preemptions, 1, "the foreground request preempted it");
+    assert_eq!(b.sha, alone.sha, "replay changed the tokens");
+    assert_eq!(b.tokens.len(), 12, "no token was sent twice");
+    assert_eq!(f.lock().unwrap().sha, solo(cfg, &fg, &fg_params).sha);
+}
+
+#[test]
+fn impossible_requests_are_refused_with_what_would_fit() {
+    let mut e = engine(
+        EngineConfig {
+            capacity_tokens: 100,
+            ..Default::default()
+        },
+        1,
+    );
+    let err = e
+        .submit(prompt(90, 1), params(0.0, None, 20), Box::new(|_| {}))
+        .unwrap_err();
+    assert!(err.contains("lower max_tokens to 10"), "{err}");
+    let err = e
+        .submit(vec![200_000], params(0.0, None, 2), Box::new(|_| {}))
+        .unwrap_err();
+    assert!(err.contains("outside the vocabulary"), "{err}");
+    let err = e
+        .submit(Vec::new(), params(0.0, None, 2), Box::new(|_| {}))
+        .unwrap_err();
+    assert!(err.contains("empty"), "{err}");
+}
