@@ -350,10 +350,12 @@ impl Engine {
                 }
             }
         }
-        if r.fed <= r.prompt.len() && r.fed.is_multiple_of(BLOCK_TOKENS) && self.cfg.prefix_cache_tokens > 0 {
-            if let Some(state) = self.cache.seqs.get(&r.seq) {
-                self.prefix.insert(&r.prompt[..r.fed], state);
-            }
+        if r.fed <= r.prompt.len()
+            && r.fed.is_multiple_of(BLOCK_TOKENS)
+            && self.cfg.prefix_cache_tokens > 0
+            && let Some(state) = self.cache.seqs.get(&r.seq)
+        {
+            self.prefix.insert(&r.prompt[..r.fed], state);
         }
         if r.fed < r.total() {
             return;
