@@ -106,8 +106,7 @@ fn solo(cfg: EngineConfig, p: &[u32], gp: &GenerateParams) -> Done {
     let mut e = engine(cfg, 1);
     let d = submit(&mut e, p.to_vec(), gp.clone());
     drain(&mut e);
-    let out = d.lock().unwrap().clone();
-    out
+    d.lock().unwrap().clone()
 }
 
 #[test]
