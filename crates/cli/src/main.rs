@@ -2,6 +2,8 @@
 
 mod bench;
 mod contract;
+mod default_model;
+mod generate;
 mod info;
 mod synth;
 
@@ -17,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate text from a prompt, streaming it (the built-in demo model unless --model is given).
+    Generate(generate::GenerateArgs),
     /// Write a random-weight checkpoint in the official DeepSeek V4 layout (for tests and benchmarks).
     Synth(synth::SynthArgs),
     /// Describe a checkpoint: family, layer plan, parameters, bytes by format, memory at a context length.
@@ -30,6 +34,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
         Command::Synth(args) => synth::run(args),
         Command::Info(args) => info::run(args),
         Command::KernelContract(args) => contract::run(args),

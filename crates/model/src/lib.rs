@@ -9,6 +9,7 @@ mod header;
 pub mod manifest;
 pub mod progress;
 pub mod synth;
+pub mod tokenizer;
 
 pub use checkpoint::{Checkpoint, TensorView};
 pub use dtype::DType;

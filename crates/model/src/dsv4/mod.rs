@@ -26,6 +26,13 @@ pub struct Dsv4Checkpoint {
     pub weights: Checkpoint,
 }
 
+/// Opens, checks and views the checkpoint in `dir` as a model with `semantics`.
+pub fn load_model(dir: &Path, semantics: semantics::Semantics) -> Result<forward::Dsv4Model, CheckpointError> {
+    let ckpt = Dsv4Checkpoint::open(dir)?;
+    let weights = weights::Dsv4Weights::new(&ckpt.weights, &ckpt.config);
+    Ok(forward::Dsv4Model::new(ckpt.config, weights, semantics))
+}
+
 impl Dsv4Checkpoint {
     /// Opens `dir`, parses its config and checks every tensor against the manifest.
     pub fn open(dir: &Path) -> Result<Dsv4Checkpoint, CheckpointError> {

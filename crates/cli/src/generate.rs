@@ -1,0 +1,150 @@
+//! `tensorfold generate`: one prompt through the engine's lane rounds, streaming the text as it is produced.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use tensorfold_engine::runner::Dsv4Runner;
+use tensorfold_engine::sampler::SamplingParams;
+use tensorfold_engine::{Engine, EngineConfig, Event, GenerateParams};
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::load_model;
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::tokenizer::{TextStream, Tokenizer};
+
+use crate::default_model;
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// Checkpoint folder; the built-in tensorfold-demo model when omitted.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The text to continue (or, with --chat, the user's message).
+    #[arg(long)]
+    prompt: String,
+    /// Wrap the prompt in the model's chat format and stop at the end of the assistant's turn.
+    #[arg(long)]
+    chat: bool,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    /// Sampling temperature (0 = greedy); default from generation_config.json, else 1.
+    #[arg(long)]
+    temperature: Option<f32>,
+    /// Nucleus cut; default from generation_config.json, else 1.
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Keep only the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 0)]
+    top_k: u32,
+    /// Sampling key; the same seed and prompt give the same text. Default: a hash of the prompt.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// CPU threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Keep generating past the end-of-sequence token.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Print rounds, tokens per second and token_sha to stderr at the end.
+    #[arg(long)]
+    stats: bool,
+}
+
+fn generation_defaults(dir: &std::path::Path) -> (Option<f32>, Option<f32>) {
+    let Ok(text) = std::fs::read_to_string(dir.join("generation_config.json")) else {
+        return (None, None);
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let get = |k: &str| v.get(k).and_then(|x| x.as_f64()).map(|x| x as f32);
+    (get("temperature"), get("top_p"))
+}
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let dir = match &args.model {
+        Some(d) => d.clone(),
+        None => default_model::dir()?,
+    };
+    let model = load_model(&dir, Semantics::official()).with_context(|| format!("loading {}", dir.display()))?;
+    let tok = Tokenizer::load(&dir, model.config.bos_token_id, model.config.eos_token_id)?;
+    let text = if args.chat {
+        format!("<｜User｜>{}<｜Assistant｜></think>", args.prompt)
+    } else {
+        args.prompt.clone()
+    };
+    let mut prompt = vec![tok.bos_id];
+    prompt.extend(tok.encode(&text).map_err(|e| anyhow!(e))?);
+    let (t_default, p_default) = generation_defaults(&dir);
+    let sampling = SamplingParams {
+        temperature: args.temperature.or(t_default).unwrap_or(1.0),
+        top_p: args.top_p.or(p_default).unwrap_or(1.0),
+        top_k: args.top_k,
+        min_p: 0.0,
+    };
+    let params = GenerateParams {
+        sampling,
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        stop_token_ids: vec![tok.eos_id],
+        ignore_eos: args.ignore_eos,
+        ..Default::default()
+    };
+    let launch = CpuLaunch {
+        threads: args.threads.max(1),
+        ..CpuLaunch::serial()
+    };
+    let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), EngineConfig::default());
+    let tok = Arc::new(tok);
+    let done: Arc<Mutex<Option<Result<(String, String, usize), String>>>> = Arc::new(Mutex::new(None));
+    let (sink_tok, sink_done) = (tok.clone(), done.clone());
+    let mut stream = TextStream::default();
+    let eos = tok.eos_id;
+    let start = Instant::now();
+    engine
+        .submit(
+            prompt,
+            params,
+            Box::new(move |ev| match ev {
+                Event::Token { id, .. } if id == eos => {}
+                Event::Token { id, .. } => {
+                    if let Ok(delta) = stream.push(&sink_tok, id) {
+                        print!("{delta}");
+                        let _ = std::io::stdout().flush();
+                    }
+                }
+                Event::Finished {
+                    reason,
+                    usage,
+                    token_sha,
+                } => {
+                    *sink_done.lock().unwrap() =
+                        Some(Ok((reason.as_str().to_string(), token_sha, usage.completion_tokens)));
+                }
+                Event::Error(e) => *sink_done.lock().unwrap() = Some(Err(e)),
+            }),
+        )
+        .map_err(|e| anyhow!(e))?;
+    while engine.has_work() {
+        engine.step();
+    }
+    println!();
+    let outcome = done
+        .lock()
+        .unwrap()
+        .take()
+        .ok_or_else(|| anyhow!("the request ended without finishing"))?;
+    let (reason, sha, n) = outcome.map_err(|e| anyhow!(e))?;
+    if args.stats {
+        let s = engine.stats();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "finish_reason {reason}; {n} tokens in {secs:.2} s ({:.1} tokens/s), {} rounds; token_sha {sha}",
+            n as f64 / secs,
+            s.rounds
+        );
+    }
+    Ok(())
+}
