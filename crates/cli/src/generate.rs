@@ -54,6 +54,9 @@ pub struct GenerateArgs {
     stats: bool,
 }
 
+/// How the request ended: finish reason, token_sha and token count, or the error.
+type Outcome = Result<(String, String, usize), String>;
+
 fn generation_defaults(dir: &std::path::Path) -> (Option<f32>, Option<f32>) {
     let Ok(text) = std::fs::read_to_string(dir.join("generation_config.json")) else {
         return (None, None);
@@ -98,7 +101,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), EngineConfig::default());
     let tok = Arc::new(tok);
-    let done: Arc<Mutex<Option<Result<(String, String, usize), String>>>> = Arc::new(Mutex::new(None));
+    let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let (sink_tok, sink_done) = (tok.clone(), done.clone());
     let mut stream = TextStream::default();
     let eos = tok.eos_id;
