@@ -1,6 +1,7 @@
 //! TensorFold's engine: requests, lane rounds, the prefix cache and keyed sampling.
 
 pub mod engine;
+pub mod handle;
 pub mod philox;
 pub mod prefix;
 pub mod request;
@@ -9,4 +10,5 @@ pub mod sampler;
 pub mod scheduler;
 
 pub use engine::{Engine, EngineConfig, EngineStats, token_sha};
+pub use handle::EngineHandle;
 pub use request::{Event, FinishReason, GenerateParams, Priority, RequestId, Usage};

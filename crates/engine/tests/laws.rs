@@ -259,3 +259,41 @@ fn impossible_requests_are_refused_with_what_would_fit() {
         .unwrap_err();
     assert!(err.contains("empty"), "{err}");
 }
+
+#[test]
+fn the_threaded_handle_streams_and_cancels() {
+    let handle = tensorfold_engine::EngineHandle::spawn(engine(EngineConfig::default(), 1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let gp = params(0.7, Some(4), 200);
+    let id = handle
+        .submit(prompt(20, 3), gp, Box::new(move |ev| drop(tx.send(ev))))
+        .unwrap();
+    let mut tokens = 0;
+    let reason = loop {
+        match rx.recv().unwrap() {
+            Event::Token { .. } => {
+                tokens += 1;
+                if tokens == 3 {
+                    handle.cancel(id);
+                }
+            }
+            Event::Finished { reason, usage, .. } => {
+                assert_eq!(usage.completion_tokens, tokens);
+                break reason;
+            }
+            Event::Error(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(reason, FinishReason::Abort);
+    assert!(tokens < 200);
+    let freed = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        handle.stats().running == 0
+    });
+    assert!(freed, "the cancelled request's state was not freed");
+    let err = handle
+        .submit(Vec::new(), params(0.0, None, 1), Box::new(|_| {}))
+        .unwrap_err();
+    assert!(err.contains("empty"));
+    handle.shutdown();
+}
