@@ -236,6 +236,14 @@ pub struct Bound {
     pub why: &'static str,
 }
 
+/// The standard CPU launch records (1 and 2 threads, every SIMD path, three tile sizes); none elsewhere.
+pub fn cpu_records(backend: Backend) -> Vec<Launch> {
+    match backend {
+        Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
+        Backend::Cuda => Vec::new(),
+    }
+}
+
 /// What the contract knows about one kernel.
 pub trait Kernel: Sync {
     /// The name used in the folder, registry, CUDA symbol and report.

@@ -8,7 +8,6 @@ use tensorfold_formats::{e2m1, e4m3, e8m0};
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 
 pub struct DequantGemm;
@@ -113,10 +112,7 @@ impl Kernel for DequantGemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

@@ -7,7 +7,6 @@ pub use cpu::{FP4_BLOCK, fp4_round_trip};
 use crate::act_quant::{block_values, pow2_scale, round_to_grid};
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 
 /// Largest e2m1 magnitude.
@@ -82,10 +81,7 @@ impl Kernel for Fp4RoundTrip {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

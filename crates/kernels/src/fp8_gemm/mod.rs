@@ -11,7 +11,6 @@ use tensorfold_formats::e4m3;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, fp8_codes, scale_codes};
 
@@ -89,10 +88,7 @@ impl Kernel for Fp8Gemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

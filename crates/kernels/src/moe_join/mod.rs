@@ -6,7 +6,6 @@ pub use cpu::moe_join;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 
 pub struct MoeJoin;
@@ -78,10 +77,7 @@ impl Kernel for MoeJoin {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

@@ -10,7 +10,6 @@ use tensorfold_formats::e2m1;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 use crate::gemm::act::ACT_BLOCK;
 use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scale_codes};
@@ -95,10 +94,7 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

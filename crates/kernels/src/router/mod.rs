@@ -7,7 +7,6 @@ pub use cpu::{MAX_TOPK, router};
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 
 /// V4-Flash's routed_scaling_factor.
@@ -118,10 +117,7 @@ impl Kernel for Router {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {

@@ -9,7 +9,6 @@ use tensorfold_formats::bf16::{bf16_to_f32, f32_to_bf16};
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::CpuLaunch;
 use crate::cpu::quant::round_trip_e4m3_block;
 use crate::faults::Faults;
 
@@ -185,10 +184,7 @@ impl Kernel for SparseAttn {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        match backend {
-            Backend::Cpu => CpuLaunch::records().into_iter().map(Launch::Cpu).collect(),
-            Backend::Cuda => Vec::new(),
-        }
+        crate::contract::cpu_records(backend)
     }
 
     fn controls(&self) -> &'static [&'static str] {
