@@ -103,7 +103,7 @@ impl Kernel for Swiglu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::SimdPath;
+    use crate::cpu::{CpuLaunch, SimdPath};
 
     #[test]
     fn every_path_gives_the_same_bits_over_the_whole_range() {
