@@ -15,7 +15,7 @@ pub struct Message {
 /// How a checkpoint turns messages into prompt text.
 pub enum ChatFormat {
     Template {
-        env: Environment<'static>,
+        env: Box<Environment<'static>>,
         bos: String,
         eos: String,
     },
@@ -50,7 +50,11 @@ impl ChatFormat {
                 env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
                 env.add_template_owned("chat", t.to_string())
                     .map_err(|e| format!("the checkpoint's chat template does not parse: {e}"))?;
-                Ok(ChatFormat::Template { env, bos, eos })
+                Ok(ChatFormat::Template {
+                    env: Box::new(env),
+                    bos,
+                    eos,
+                })
             }
             None => Ok(ChatFormat::Native { bos }),
         }

@@ -22,20 +22,26 @@ pub struct Ask {
     pub include_usage: bool,
 }
 
+/// 400 unless the request names this server's model (or none).
+pub fn check_model(st: &AppState, o: &Obj) -> Result<(), ApiError> {
+    if let Some(name) = params::string(o, "model")?
+        && name != st.cfg.name
+    {
+        return Err(ApiError::bad(
+            Some("model"),
+            format!(
+                "the model `{name}` does not exist; this server serves `{}`",
+                st.cfg.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads and checks the generation fields; `default_max` when the request names no max_tokens.
 pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask, ApiError> {
     let m = st.model()?;
-    if let Some(name) = params::string(o, "model")? {
-        if name != st.cfg.name {
-            return Err(ApiError::bad(
-                Some("model"),
-                format!(
-                    "the model `{name}` does not exist; this server serves `{}`",
-                    st.cfg.name
-                ),
-            ));
-        }
-    }
+    check_model(st, o)?;
     if let Some(n) = params::uint(o, "n")? {
         if n != 1 {
             return Err(ApiError::bad(Some("n"), format!("`n` must be 1, got {n}")));
@@ -64,7 +70,7 @@ pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask,
     };
     let top_k = match params::num(o, "top_k")? {
         None => 0,
-        Some(x) if x == -1.0 => 0,
+        Some(-1.0) => 0,
         Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= u32::MAX as f64 => x as u32,
         Some(x) => {
             return Err(ApiError::bad(

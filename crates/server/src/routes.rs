@@ -230,14 +230,7 @@ async fn tokenize(State(st): State<Shared>, headers: HeaderMap, body: Bytes) -> 
     authorize(&st, &headers)?;
     let o = params::object(&body)?;
     let m = st.model()?;
-    if let Some(name) = params::string(&o, "model")? {
-        if name != st.cfg.name {
-            return Err(ApiError::bad(
-                Some("model"),
-                format!("the model `{name}` does not exist"),
-            ));
-        }
-    }
+    generate::check_model(&st, &o)?;
     let special = params::boolean(&o, "add_special_tokens")?;
     let ids = if o.contains_key("messages") {
         chat_prompt(&st, &o)?
