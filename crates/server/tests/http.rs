@@ -280,9 +280,9 @@ async fn stop_strings_span_chunks_and_are_omitted() {
 #[tokio::test]
 async fn parallel_streams_match_each_alone() {
     let s = server();
-    let bodies: Vec<Value> = (0..8)
+    let bodies: Vec<Value> = (0..32)
         .map(|i| {
-            json!({"prompt": format!("Request number {i} says"), "max_tokens": 6, "temperature": 1.0,
+            json!({"prompt": format!("Request number {i} says"), "max_tokens": 4, "temperature": 1.0,
             "seed": i, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}})
         })
         .collect();
