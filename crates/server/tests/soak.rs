@@ -28,7 +28,7 @@ fn request(r: u64) -> (Value, bool) {
         2 => (json!({"prompt": prompt, "max_tokens": 1_000_000}), false),
         _ => (
             json!({"prompt": prompt, "max_tokens": 1 + r % 6, "temperature": (r % 3) as f64 * 0.5,
-                "seed": r % 5, "stop": if r % 2 == 0 { json!("e") } else { json!(null) }}),
+                "seed": r % 5, "stop": if r.is_multiple_of(2) { json!("e") } else { json!(null) }}),
             true,
         ),
     }
