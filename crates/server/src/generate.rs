@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{Event, GenerateParams, RequestId};
+use tensorfold_engine::{Event, GenerateParams, RequestId, token_sha};
 use tensorfold_model::tokenizer::TextStream;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -223,7 +223,7 @@ pub struct Run {
     eos: Option<u32>,
     start: Instant,
     last: Option<Instant>,
-    tokens: usize,
+    ids: Vec<u32>,
     stopped: bool,
 }
 
@@ -267,7 +267,7 @@ pub async fn submit(st: &Arc<AppState>, prompt: Vec<u32>, ask: &Ask) -> Result<R
         eos: (!ask.params.ignore_eos).then_some(m.tok.eos_id),
         start: Instant::now(),
         last: None,
-        tokens: 0,
+        ids: Vec::new(),
         stopped: false,
     })
 }
@@ -289,7 +289,7 @@ impl Run {
                         Some(t) => st.metrics.itl.observe((now - t).as_secs_f64()),
                     }
                     self.last = Some(now);
-                    self.tokens += 1;
+                    self.ids.push(id);
                     st.metrics.generation_tokens.inc();
                     if Some(id) == self.eos {
                         continue;
@@ -308,14 +308,15 @@ impl Run {
                 Event::Finished {
                     reason,
                     usage,
-                    token_sha,
+                    token_sha: sha,
                 } => {
                     let reason = if self.stopped { "stop" } else { reason.as_str() };
                     let tail = self.stop.flush();
                     let mut p = self.end(reason, usage.cached_tokens, tail, None);
                     if let Piece::Done(_, f) = &mut p {
                         f.prompt_tokens = usage.prompt_tokens;
-                        f.token_sha = token_sha;
+                        // A stop string ends the output at the token that completed it, whatever the engine ran on.
+                        f.token_sha = if self.stopped { token_sha(&self.ids) } else { sha };
                     }
                     return p;
                 }
@@ -335,7 +336,7 @@ impl Run {
             Final {
                 reason,
                 prompt_tokens: 0,
-                completion_tokens: self.tokens,
+                completion_tokens: self.ids.len(),
                 cached_tokens: cached,
                 token_sha: String::new(),
                 error,

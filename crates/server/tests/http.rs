@@ -272,7 +272,13 @@ async fn stop_strings_span_chunks_and_are_omitted() {
             assert_eq!(code, 200);
             assert_eq!(v["choices"][0]["text"], expected, "stop {stop:?}");
             assert_eq!(v["choices"][0]["finish_reason"], "stop");
-            assert!(v["usage"]["completion_tokens"].as_u64().unwrap() < 24);
+            let n = v["usage"]["completion_tokens"].as_u64().unwrap();
+            assert!(n < 24);
+            // token_sha covers exactly the tokens up to the one completing the stop string.
+            let mut head = completion("Once upon a time", n as usize);
+            head["max_tokens"] = json!(n);
+            let (_, h) = post(&s.url("/v1/completions"), &head).await;
+            assert_eq!(v["tensorfold"]["token_sha"], h["tensorfold"]["token_sha"]);
         }
     }
 }
