@@ -334,3 +334,18 @@ async fn metrics_after_traffic() {
         assert!(text.contains(name), "{name} missing from\n{text}");
     }
 }
+
+#[tokio::test]
+async fn background_priority_and_serial_reference_give_the_same_bits() {
+    let s = server();
+    let base = json!({"prompt": "Same bits", "max_tokens": 5, "temperature": 0.8, "seed": 3, "ignore_eos": true});
+    let (_, a) = post(&s.url("/v1/completions"), &base).await;
+    let mut b = base.clone();
+    b["priority"] = json!("background");
+    b["draft"] = json!(false);
+    b["max_completion_tokens"] = json!(5);
+    let (code, bv) = post(&s.url("/v1/completions"), &b).await;
+    assert_eq!(code, 200, "{bv}");
+    assert_eq!(a["tensorfold"]["token_sha"], bv["tensorfold"]["token_sha"]);
+    assert_eq!(a["choices"][0]["text"], bv["choices"][0]["text"]);
+}

@@ -53,8 +53,8 @@ async fn full_queue_then_disconnect_cancels() {
         .unwrap();
     assert_eq!(busy.status().as_u16(), 429);
     assert_eq!(busy.headers()["retry-after"], "1");
-    let (run, _) = running(&s.url("/metrics")).await;
-    assert_eq!(run, 1.0);
+    let st = s.state.loaded.get().unwrap().engine.stats();
+    assert_eq!(st.running + st.waiting, 1, "{st:?}");
     drop(body);
     let mut cancelled = false;
     for _ in 0..200 {
@@ -68,6 +68,25 @@ async fn full_queue_then_disconnect_cancels() {
     assert!(cancelled, "the disconnected request was not cancelled");
     let (code, v) = post(&s.url("/v1/completions"), &json!({"prompt": "x", "max_tokens": 2})).await;
     assert_eq!(code, 200, "{v}");
+    // A non-streamed request whose client gives up is cancelled too.
+    let (_, before) = running(&s.url("/metrics")).await;
+    let gone = reqwest::Client::new()
+        .post(s.url("/v1/completions"))
+        .timeout(Duration::from_millis(300))
+        .json(&json!({"prompt": "another long one", "max_tokens": 4000, "ignore_eos": true}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the long request should have timed out client-side");
+    let mut cancelled = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (run, aborted) = running(&s.url("/metrics")).await;
+        if run == 0.0 && aborted > before && s.state.active.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            cancelled = true;
+            break;
+        }
+    }
+    assert!(cancelled, "the abandoned non-streamed request was not cancelled");
     let stats = s.state.loaded.get().unwrap().engine.stats();
     assert_eq!(stats.reserved_tokens, 0, "no leaked reservations");
 }
