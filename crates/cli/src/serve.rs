@@ -71,6 +71,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_queue: args.max_queue,
         drafts: !args.no_drafts,
         threads: args.threads.max(1),
+        log: true,
     };
     let st = AppState::new(cfg, keys);
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
@@ -79,12 +80,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
-        eprintln!(
+        tensorfold_server::log(&format!(
             "serving `{}` from {} on http://{}",
             st.cfg.name,
             dir.display(),
             listener.local_addr()?
-        );
+        ));
         if std::io::stderr().is_terminal() {
             tokio::spawn(live_line(st.clone()));
         }

@@ -327,6 +327,15 @@ impl Run {
 
     fn end(&mut self, reason: &'static str, cached: usize, tail: String, error: Option<String>) -> Piece {
         self.guard.done = true;
+        if self.guard.st.cfg.log {
+            crate::log(&format!(
+                "request {} {reason}: {} tokens in {:.2} s{}",
+                self.guard.id.0,
+                self.ids.len(),
+                self.start.elapsed().as_secs_f64(),
+                error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+            ));
+        }
         self.guard
             .st
             .metrics

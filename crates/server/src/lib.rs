@@ -10,11 +10,21 @@ pub mod routes;
 pub mod state;
 pub mod stop;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use routes::router;
 pub use state::{AppState, Loaded, ServerConfig, load};
+
+/// A log line on stderr; in a terminal it first clears the live throughput line, which is redrawn under it.
+pub fn log(line: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("\r\x1b[2K{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
 
 /// Serves `st` on `listener` until the process ends, loading `dir` in the background (health is 503 until then).
 pub async fn serve(listener: tokio::net::TcpListener, st: Arc<AppState>, dir: PathBuf) -> std::io::Result<()> {

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub drafts: bool,
     /// CPU threads for the model.
     pub threads: usize,
+    /// One line to stderr per finished request (never keys or text).
+    pub log: bool,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +47,7 @@ impl Default for ServerConfig {
             max_queue: 256,
             drafts: true,
             threads: 2,
+            log: true,
         }
     }
 }

@@ -66,6 +66,7 @@ pub fn config(name: &str) -> ServerConfig {
         max_queue: 64,
         drafts: true,
         threads: 1,
+        log: false,
     }
 }
 
