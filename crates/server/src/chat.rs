@@ -78,9 +78,7 @@ impl ChatFormat {
     }
 }
 
-/// DeepSeek's published encoding, non-thinking mode (encode_messages in encoding/encoding_dsv32.py of
-/// deepseek-ai/DeepSeek-V3.2, which V4's encoding_dsv4.py keeps): BOS, system text, `<｜User｜>`..., and
-/// `<｜Assistant｜></think>`answer`<｜end▁of▁sentence｜>`.
+/// DeepSeek's published non-thinking encoding (encode_messages in deepseek-ai's encoding/encoding_dsv32.py, kept by V4).
 fn render_native(bos: &str, messages: &[Message], add_generation_prompt: bool) -> String {
     let mut out = String::from(bos);
     for m in messages.iter().filter(|m| m.role == "system" || m.role == "developer") {

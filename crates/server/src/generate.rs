@@ -97,7 +97,7 @@ pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask,
     let room = m.context.saturating_sub(prompt_len);
     if prompt_len >= m.context {
         return Err(ApiError::bad(
-            Some("messages"),
+            Some(if chat { "messages" } else { "prompt" }),
             format!(
                 "the prompt has {prompt_len} tokens but the context holds {}; at most {} prompt tokens fit",
                 m.context,

@@ -95,7 +95,7 @@ impl Metrics {
             "Reserved KV-cache tokens over capacity",
             m.kv_usage.clone(),
         );
-        // Gauges the Gateway API Inference Extension reads (gateway-api-inference-extension docs/proposals/003-model-server-protocol: vLLM names).
+        // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
         r.register("vllm:num_requests_running", "Requests running", m.vllm_running.clone());
         r.register("vllm:num_requests_waiting", "Requests waiting", m.vllm_waiting.clone());
         r.register(

@@ -210,6 +210,17 @@ async fn bad_requests_are_400_before_any_stream() {
         assert_eq!(v["error"]["type"], "invalid_request_error");
         assert!(!v["error"]["message"].as_str().unwrap().is_empty());
     }
+    let long = "word ".repeat(600);
+    let (code, v) = post(&s.url("/v1/completions"), &json!({"prompt": long, "stream": true})).await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["param"], "prompt");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 511 prompt tokens fit"),
+        "{v}"
+    );
     let (_, v) = post(&s.url("/v1/completions"), &json!({"prompt": "x", "max_tokens": 100000})).await;
     assert!(
         v["error"]["message"].as_str().unwrap().contains("lower max_tokens to"),

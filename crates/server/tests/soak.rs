@@ -1,5 +1,4 @@
-//! A bounded soak: random valid and invalid requests, some abandoned mid-stream; every valid one completes and the
-//! server returns to idle (nothing running, no reserved KV tokens). Also: 503 from /health before the model loads.
+//! A bounded soak of random valid, invalid and abandoned requests ends idle; /health is 503 before the model loads.
 
 mod common;
 
