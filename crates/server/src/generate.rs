@@ -38,7 +38,7 @@ pub fn check_model(st: &AppState, o: &Obj) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Reads and checks the generation fields; `default_max` when the request names no max_tokens.
+/// Reads and checks the generation fields; max_tokens defaults to 16 (completions) or what fits (chat).
 pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask, ApiError> {
     let m = st.model()?;
     check_model(st, o)?;
@@ -250,7 +250,6 @@ pub async fn submit(st: &Arc<AppState>, prompt: Vec<u32>, ask: &Ask) -> Result<R
         Ok(Ok(id)) => id,
         Ok(Err(e)) | Err(ApiError { message: e, .. }) => {
             st.active.fetch_sub(1, Ordering::AcqRel);
-            st.metrics.outcome("error");
             return Err(ApiError::bad(None, e));
         }
     };

@@ -84,23 +84,43 @@ fn chat_prompt(st: &AppState, o: &Obj) -> Result<Vec<u32>, ApiError> {
     encode_text(st, &text, false)
 }
 
+/// Counts a request refused before it ran (400) as `invalid`.
+fn counted<T>(st: &AppState, r: Result<T, ApiError>) -> Result<T, ApiError> {
+    if let Err(e) = &r
+        && e.status == StatusCode::BAD_REQUEST
+    {
+        st.metrics.outcome("invalid");
+    }
+    r
+}
+
 async fn completions(State(st): State<Shared>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     authorize(&st, &headers)?;
-    let o = params::object(&body)?;
+    let r = completion_reply(&st, &body).await;
+    counted(&st, r)
+}
+
+async fn completion_reply(st: &Shared, body: &Bytes) -> Result<Response, ApiError> {
+    let o = params::object(body)?;
     st.model()?;
     let prompt = match params::prompt(&o)? {
-        Prompt::Text(t) => encode_text(&st, &t, true)?,
+        Prompt::Text(t) => encode_text(st, &t, true)?,
         Prompt::Ids(ids) => ids,
     };
-    respond(st, o, prompt, false).await
+    respond(st.clone(), o, prompt, false).await
 }
 
 async fn chat(State(st): State<Shared>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     authorize(&st, &headers)?;
-    let o = params::object(&body)?;
+    let r = chat_reply(&st, &body).await;
+    counted(&st, r)
+}
+
+async fn chat_reply(st: &Shared, body: &Bytes) -> Result<Response, ApiError> {
+    let o = params::object(body)?;
     st.model()?;
-    let prompt = chat_prompt(&st, &o)?;
-    respond(st, o, prompt, true).await
+    let prompt = chat_prompt(st, &o)?;
+    respond(st.clone(), o, prompt, true).await
 }
 
 async fn respond(st: Shared, o: Obj, prompt: Vec<u32>, chat: bool) -> Result<Response, ApiError> {

@@ -329,9 +329,12 @@ async fn metrics_after_traffic() {
     let s = server();
     let (code, _) = post(&s.url("/v1/completions"), &completion("metrics", 3)).await;
     assert_eq!(code, 200);
+    let (code, _) = post(&s.url("/v1/completions"), &json!({"prompt": "x", "n": 3})).await;
+    assert_eq!(code, 400);
     let text = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
     for name in [
         "tensorfold_requests_total{outcome=\"length\"}",
+        "tensorfold_requests_total{outcome=\"invalid\"}",
         "tensorfold_prompt_tokens_total",
         "tensorfold_generation_tokens_total",
         "tensorfold_time_to_first_token_seconds_bucket",
