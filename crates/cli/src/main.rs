@@ -5,6 +5,7 @@ mod contract;
 mod default_model;
 mod generate;
 mod info;
+mod serve;
 mod synth;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Generate text from a prompt, streaming it (the built-in demo model unless --model is given).
     Generate(generate::GenerateArgs),
+    /// Serve the OpenAI-compatible HTTP API (chat, completions, streaming, keys, metrics).
+    Serve(serve::ServeArgs),
     /// Write a random-weight checkpoint in the official DeepSeek V4 layout (for tests and benchmarks).
     Synth(synth::SynthArgs),
     /// Describe a checkpoint: family, layer plan, parameters, bytes by format, memory at a context length.
@@ -35,6 +38,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Synth(args) => synth::run(args),
         Command::Info(args) => info::run(args),
         Command::KernelContract(args) => contract::run(args),

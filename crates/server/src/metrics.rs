@@ -1,0 +1,139 @@
+//! Prometheus metrics: request outcomes, token counters, latency histograms and the engine's gauges.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tensorfold_engine::EngineStats;
+
+type Labels = Vec<(String, String)>;
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    pub prompt_tokens: Counter,
+    pub generation_tokens: Counter,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub drafted: Counter,
+    pub accepted: Counter,
+    running: Gauge,
+    waiting: Gauge,
+    kv_usage: Gauge<f64, AtomicU64>,
+    vllm_running: Gauge,
+    vllm_waiting: Gauge,
+    vllm_gpu_cache: Gauge<f64, AtomicU64>,
+    vllm_kv_cache: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut r = Registry::default();
+        let m = Metrics {
+            requests: Family::default(),
+            prompt_tokens: Counter::default(),
+            generation_tokens: Counter::default(),
+            ttft: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            itl: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            drafted: Counter::default(),
+            accepted: Counter::default(),
+            running: Gauge::default(),
+            waiting: Gauge::default(),
+            kv_usage: Gauge::default(),
+            vllm_running: Gauge::default(),
+            vllm_waiting: Gauge::default(),
+            vllm_gpu_cache: Gauge::default(),
+            vllm_kv_cache: Gauge::default(),
+            registry: Registry::default(),
+        };
+        r.register(
+            "tensorfold_requests",
+            "Finished requests by outcome",
+            m.requests.clone(),
+        );
+        r.register(
+            "tensorfold_prompt_tokens",
+            "Prompt tokens of admitted requests",
+            m.prompt_tokens.clone(),
+        );
+        r.register(
+            "tensorfold_generation_tokens",
+            "Generated tokens",
+            m.generation_tokens.clone(),
+        );
+        r.register(
+            "tensorfold_time_to_first_token_seconds",
+            "Time to first token",
+            m.ttft.clone(),
+        );
+        r.register(
+            "tensorfold_inter_token_latency_seconds",
+            "Time between tokens",
+            m.itl.clone(),
+        );
+        r.register("tensorfold_draft_tokens", "Drafted tokens", m.drafted.clone());
+        r.register(
+            "tensorfold_draft_accepted_tokens",
+            "Accepted drafted tokens",
+            m.accepted.clone(),
+        );
+        r.register("tensorfold_requests_running", "Requests running", m.running.clone());
+        r.register("tensorfold_requests_waiting", "Requests waiting", m.waiting.clone());
+        r.register(
+            "tensorfold_kv_cache_usage_ratio",
+            "Reserved KV-cache tokens over capacity",
+            m.kv_usage.clone(),
+        );
+        // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
+        r.register("vllm:num_requests_running", "Requests running", m.vllm_running.clone());
+        r.register("vllm:num_requests_waiting", "Requests waiting", m.vllm_waiting.clone());
+        r.register(
+            "vllm:gpu_cache_usage_perc",
+            "KV-cache usage, 0 to 1",
+            m.vllm_gpu_cache.clone(),
+        );
+        r.register(
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage, 0 to 1",
+            m.vllm_kv_cache.clone(),
+        );
+        Metrics { registry: r, ..m }
+    }
+
+    /// Counts one finished request by its outcome (stop, length, abort, error, rejected).
+    pub fn outcome(&self, outcome: &str) {
+        self.requests
+            .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+            .inc();
+    }
+
+    /// The text exposition, with the gauges read from `stats`.
+    pub fn render(&self, stats: &EngineStats) -> String {
+        let usage = if stats.capacity_tokens == 0 {
+            0.0
+        } else {
+            stats.reserved_tokens as f64 / stats.capacity_tokens as f64
+        };
+        self.running.set(stats.running as i64);
+        self.waiting.set(stats.waiting as i64);
+        self.vllm_running.set(stats.running as i64);
+        self.vllm_waiting.set(stats.waiting as i64);
+        self.kv_usage.set(usage);
+        self.vllm_gpu_cache.set(usage);
+        self.vllm_kv_cache.set(usage);
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

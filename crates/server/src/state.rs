@@ -1,0 +1,142 @@
+//! Server state: configuration, the loaded model (engine handle, tokenizer, chat format), keys and metrics.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tensorfold_engine::runner::Dsv4Runner;
+use tensorfold_engine::{Engine, EngineConfig, EngineHandle};
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::load_model;
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::tokenizer::Tokenizer;
+
+use crate::auth::Keys;
+use crate::chat::ChatFormat;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// What `serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The model id clients name.
+    pub name: String,
+    /// Longest prompt plus completion per request (capped by the model's own).
+    pub context: usize,
+    /// Default and largest `max_tokens`.
+    pub max_tokens: usize,
+    /// Requests run together.
+    pub parallel: usize,
+    /// Requests that may wait beyond `parallel` before 429.
+    pub max_queue: usize,
+    /// Whether requests may use drafts.
+    pub drafts: bool,
+    /// CPU threads for the model.
+    pub threads: usize,
+    /// One line to stderr per finished request (never keys or text).
+    pub log: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            name: "tensorfold".into(),
+            context: 8192,
+            max_tokens: 1024,
+            parallel: 16,
+            max_queue: 256,
+            drafts: true,
+            threads: 2,
+            log: true,
+        }
+    }
+}
+
+/// A loaded model behind its engine thread.
+pub struct Loaded {
+    pub engine: EngineHandle,
+    pub tok: Tokenizer,
+    pub chat: ChatFormat,
+    /// Context per request after the model's limit.
+    pub context: usize,
+    /// Default temperature and top_p from generation_config.json.
+    pub temperature: f32,
+    pub top_p: f32,
+}
+
+/// Everything the routes share.
+pub struct AppState {
+    pub cfg: ServerConfig,
+    pub loaded: OnceLock<Loaded>,
+    pub keys: Keys,
+    pub metrics: Metrics,
+    pub active: AtomicUsize,
+    next_id: AtomicU64,
+    pub created: u64,
+}
+
+impl AppState {
+    pub fn new(cfg: ServerConfig, keys: Keys) -> Arc<AppState> {
+        Arc::new(AppState {
+            cfg,
+            loaded: OnceLock::new(),
+            keys,
+            metrics: Metrics::new(),
+            active: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            created: unix_now(),
+        })
+    }
+
+    /// The model, or 503 while it loads.
+    pub fn model(&self) -> Result<&Loaded, ApiError> {
+        self.loaded.get().ok_or_else(ApiError::loading)
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn generation_defaults(dir: &Path) -> (f32, f32) {
+    let v: serde_json::Value = std::fs::read_to_string(dir.join("generation_config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let get = |k: &str, d: f32| v.get(k).and_then(|x| x.as_f64()).map(|x| x as f32).unwrap_or(d);
+    (get("temperature", 1.0), get("top_p", 1.0))
+}
+
+/// Loads the checkpoint in `dir` and starts its engine.
+pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
+    let model = load_model(dir, Semantics::official()).map_err(|e| format!("loading {}: {e}", dir.display()))?;
+    let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
+    let chat = ChatFormat::load(dir)?;
+    let context = cfg.context.min(model.config.max_position_embeddings).max(2);
+    let launch = CpuLaunch {
+        threads: cfg.threads.max(1),
+        ..CpuLaunch::serial()
+    };
+    let ecfg = EngineConfig {
+        max_lanes: cfg.parallel.max(1),
+        capacity_tokens: context.saturating_mul(cfg.parallel.max(1)),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(Box::new(Dsv4Runner { model, launch }), ecfg);
+    let (temperature, top_p) = generation_defaults(dir);
+    Ok(Loaded {
+        engine: EngineHandle::spawn(engine),
+        tok,
+        chat,
+        context,
+        temperature,
+        top_p,
+    })
+}

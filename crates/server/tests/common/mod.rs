@@ -1,0 +1,110 @@
+//! A server on a free loopback port over a `tiny` synth checkpoint in a temp dir, shared by a test binary.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tensorfold_model::synth::{self, Preset, SynthOptions};
+use tensorfold_server::auth::Keys;
+use tensorfold_server::{AppState, ServerConfig};
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+/// Writes a tiny checkpoint (with or without a chat template) and serves it on its own runtime thread.
+pub fn start(cfg: ServerConfig, keys: Keys, chat_template: bool) -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    synth::write(&SynthOptions {
+        preset: Preset::Tiny,
+        seed: 7,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template,
+        force: true,
+    })
+    .expect("synth tiny");
+    let state = AppState::new(cfg, keys);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (st, path) = (state.clone(), dir.path().to_path_buf());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            tx.send(listener.local_addr().expect("addr")).expect("send addr");
+            tensorfold_server::serve(listener, st, path).await.expect("serve");
+        });
+    });
+    let addr = rx.recv().expect("server address");
+    for _ in 0..600 {
+        if state.loaded.get().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(state.loaded.get().is_some(), "model did not load");
+    Server { addr, state, _dir: dir }
+}
+
+pub fn config(name: &str) -> ServerConfig {
+    ServerConfig {
+        name: name.into(),
+        context: 512,
+        max_tokens: 64,
+        parallel: 16,
+        max_queue: 64,
+        drafts: true,
+        threads: 1,
+        log: false,
+    }
+}
+
+pub async fn post(url: &str, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(url).json(body).send().await.expect("send");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Streams `body` to `url`; returns the parsed data chunks (without `[DONE]`) and whether `[DONE]` came.
+pub async fn stream(url: &str, body: &Value) -> (Vec<Value>, bool) {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let r = reqwest::Client::new().post(url).json(body).send().await.expect("send");
+    assert_eq!(r.status().as_u16(), 200, "stream status");
+    let mut events = r.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    while let Some(ev) = events.next().await {
+        let ev = ev.expect("event");
+        if ev.data == "[DONE]" {
+            return (out, true);
+        }
+        out.push(serde_json::from_str(&ev.data).expect("chunk json"));
+    }
+    (out, false)
+}
+
+/// The text of streamed chunks (completion `text` or chat `delta.content`).
+pub fn chunk_texts(chunks: &[Value]) -> Vec<String> {
+    chunks
+        .iter()
+        .filter_map(|c| c["choices"].get(0))
+        .map(|ch| {
+            ch["text"]
+                .as_str()
+                .or_else(|| ch["delta"]["content"].as_str())
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
