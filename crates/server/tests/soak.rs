@@ -33,49 +33,60 @@ fn request(r: u64) -> (Value, bool) {
     }
 }
 
+/// Waves of 64 random valid, invalid and abandoned requests for `TENSORFOLD_SOAK_SECS` (10 by default, CI more).
 #[tokio::test]
 async fn soak_random_requests_then_idle() {
     let s = start(config("tiny"), Keys::open(), true);
     let url = s.url("/v1/completions");
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut tasks = Vec::new();
-    for i in 0..64 {
-        let r = next(&mut seed);
-        let (mut body, valid) = request(r);
-        let url = url.clone();
-        let streamed = r % 2 == 1;
-        let abandon = valid && streamed && i % 5 == 0;
-        tasks.push(tokio::spawn(async move {
-            if abandon {
-                body["max_tokens"] = json!(60);
-                body["stream"] = json!(true);
+    let secs: u64 = std::env::var("TENSORFOLD_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    let mut waves = 0;
+    while waves == 0 || std::time::Instant::now() < deadline {
+        waves += 1;
+        let mut tasks = Vec::new();
+        for i in 0..64 {
+            let r = next(&mut seed);
+            let (mut body, valid) = request(r);
+            let url = url.clone();
+            let streamed = r % 2 == 1;
+            let abandon = valid && streamed && i % 5 == 0;
+            tasks.push(tokio::spawn(async move {
+                if abandon {
+                    body["max_tokens"] = json!(60);
+                    body["stream"] = json!(true);
+                    let resp = reqwest::Client::new().post(&url).json(&body).send().await.unwrap();
+                    assert_eq!(resp.status().as_u16(), 200);
+                    let mut b = resp.bytes_stream();
+                    let _ = b.next().await;
+                    return;
+                }
+                if streamed && valid {
+                    body["stream"] = json!(true);
+                    let (chunks, done) = stream(&url, &body).await;
+                    assert!(done, "{body}");
+                    assert!(chunks.last().unwrap()["tensorfold"]["token_sha"].is_string());
+                    return;
+                }
                 let resp = reqwest::Client::new().post(&url).json(&body).send().await.unwrap();
-                assert_eq!(resp.status().as_u16(), 200);
-                let mut b = resp.bytes_stream();
-                let _ = b.next().await;
-                return;
-            }
-            if streamed && valid {
-                body["stream"] = json!(true);
-                let (chunks, done) = stream(&url, &body).await;
-                assert!(done, "{body}");
-                assert!(chunks.last().unwrap()["tensorfold"]["token_sha"].is_string());
-                return;
-            }
-            let resp = reqwest::Client::new().post(&url).json(&body).send().await.unwrap();
-            let code = resp.status().as_u16();
-            let v: Value = resp.json().await.unwrap();
-            if valid {
-                assert_eq!(code, 200, "{body}: {v}");
-                assert!(v["choices"][0]["finish_reason"].is_string());
-            } else {
-                assert_eq!(code, 400, "{body}: {v}");
-            }
-        }));
+                let code = resp.status().as_u16();
+                let v: Value = resp.json().await.unwrap();
+                if valid {
+                    assert_eq!(code, 200, "{body}: {v}");
+                    assert!(v["choices"][0]["finish_reason"].is_string());
+                } else {
+                    assert_eq!(code, 400, "{body}: {v}");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
     }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    eprintln!("soak: {waves} waves of 64 requests in {secs} s or more");
     let m = s.state.loaded.get().unwrap();
     let mut idle = false;
     for _ in 0..200 {
