@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use common::{Done, Rec, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{Engine, EngineConfig, FinishReason, GenerateParams, Priority};
+use tensorfold_engine::{Engine, EngineConfig, EngineStats, FinishReason, GenerateParams, Priority};
 
 /// 32 requests: three 3-turn chats sharing a system prompt (each turn extends the last), repeated prompts with
 /// different keys, and lone prompts from 1 to 200 tokens; every temperature, cut and key kind.
@@ -91,8 +91,8 @@ enum Arrival {
     OneAtATime,
 }
 
-/// Runs the workload and checks every request against the reference; returns the cached tokens reported.
-fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> usize {
+/// Runs the workload and checks every request against the reference; returns the cached tokens reported and stats.
+fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> (usize, EngineStats) {
     let want = reference();
     let work = workload();
     let mut e = engine(cfg, threads);
@@ -113,6 +113,7 @@ fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> usize {
     }
     drain(&mut e);
     assert_clean(&e);
+    let stats = e.stats();
     let mut cached = 0;
     for (i, ((g, w), (p, gp))) in got.iter().zip(want).zip(&work).enumerate() {
         let g = g.lock().unwrap();
@@ -131,7 +132,8 @@ fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> usize {
         );
         cached += g.usage.cached_tokens;
     }
-    cached
+    assert_eq!(cached as u64, stats.cached_tokens);
+    (cached, stats)
 }
 
 fn assert_clean(e: &Engine) {
@@ -164,7 +166,7 @@ fn together_under_every_lane_limit_and_budget() {
 fn in_bursts_and_one_at_a_time() {
     check(cfg(4, 100), 1, Arrival::Bursts { size: 8, rounds: 3 });
     check(cfg(32, 64), 1, Arrival::Bursts { size: 5, rounds: 1 });
-    let cached = check(cfg(64, 256), 1, Arrival::OneAtATime);
+    let (cached, _) = check(cfg(64, 256), 1, Arrival::OneAtATime);
     // Every chat turn but the very first resumes the system prompt's first block; no turn reaches a second.
     assert_eq!(cached, 8 * 128, "the chats resumed their shared prefix");
 }
@@ -182,7 +184,7 @@ fn eviction_and_memory_pressure_change_nothing_but_speed() {
             prefix_cache_tokens,
             ..cfg(8, 128)
         };
-        let cached = check(small, 1, Arrival::OneAtATime);
+        let (cached, _) = check(small, 1, Arrival::OneAtATime);
         assert!(cached > 0, "some prefixes survived eviction ({prefix_cache_tokens})");
     }
     let tight = EngineConfig {
@@ -190,6 +192,11 @@ fn eviction_and_memory_pressure_change_nothing_but_speed() {
         prefix_cache_tokens: 256,
         ..cfg(8, 96)
     };
-    check(tight, 1, Arrival::Together);
-    check(tight, 1, Arrival::Bursts { size: 6, rounds: 4 });
+    for arrival in [Arrival::Together, Arrival::Bursts { size: 6, rounds: 4 }] {
+        let (_, stats) = check(tight, 1, arrival);
+        assert!(
+            stats.preemptions > 0,
+            "foreground work preempted background work ({arrival:?})"
+        );
+    }
 }
