@@ -10,7 +10,7 @@ use crate::prefix::{BLOCK_TOKENS, PrefixCache};
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
 use crate::sampler::{prompt_key, sample};
-use crate::scheduler::{Lane, plan};
+use crate::scheduler::{Lane, plan, preemption_victim};
 
 /// Engine limits.
 #[derive(Clone, Copy, Debug)]
@@ -230,13 +230,14 @@ impl Engine {
 
     /// Sends the most recently admitted background request back to waiting; false when there is none.
     fn preempt_background(&mut self) -> bool {
-        let victim = self
+        let running_background = self
             .reqs
             .iter()
             .filter(|(_, r)| r.phase == Phase::Running && r.params.priority == Priority::Background)
-            .max_by_key(|(id, r)| (r.admitted_at, **id))
-            .map(|(id, _)| *id);
-        let Some(id) = victim else { return false };
+            .map(|(id, r)| (*id, r.admitted_at));
+        let Some(id) = preemption_victim(running_background) else {
+            return false;
+        };
         let r = self.reqs.get_mut(&id).expect("victim");
         r.phase = Phase::Preempted;
         r.fed = 0;
