@@ -1,0 +1,185 @@
+//! Random interleavings of submit, cancel and stepping never lose, duplicate or reorder a token; stop token ids.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{Done, Rec, drain, engine, prompt, submit};
+use tensorfold_engine::sampler::SamplingParams;
+use tensorfold_engine::{EngineConfig, FinishReason, GenerateParams, Priority, RequestId, token_sha};
+
+/// xorshift64: a seeded source for the interleavings.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn random_request(rng: &mut Rng) -> (Vec<u32>, GenerateParams) {
+    let mut p = if rng.below(3) == 0 { prompt(128, 77) } else { Vec::new() };
+    p.extend(prompt(1 + rng.below(40) as usize, rng.below(5) as u32));
+    let gp = GenerateParams {
+        sampling: SamplingParams {
+            temperature: [0.0, 0.7, 1.0][rng.below(3) as usize],
+            top_k: [0, 7][rng.below(2) as usize],
+            top_p: [1.0, 0.8][rng.below(2) as usize],
+            min_p: [0.0, 0.1][rng.below(2) as usize],
+        },
+        seed: (rng.below(2) == 0).then(|| rng.below(1000)),
+        max_tokens: 1 + rng.below(6) as usize,
+        priority: if rng.below(4) == 0 {
+            Priority::Background
+        } else {
+            Priority::Foreground
+        },
+        ..Default::default()
+    };
+    (p, gp)
+}
+
+/// The request alone on a cold engine.
+fn alone(cache: &mut HashMap<String, Done>, p: &[u32], gp: &GenerateParams) -> Done {
+    let key = format!("{p:?}{gp:?}");
+    cache
+        .entry(key)
+        .or_insert_with(|| {
+            let mut e = engine(
+                EngineConfig {
+                    prefix_cache_tokens: 0,
+                    ..Default::default()
+                },
+                1,
+            );
+            let d = submit(&mut e, p.to_vec(), gp.clone());
+            drain(&mut e);
+            d.lock().unwrap().clone()
+        })
+        .clone()
+}
+
+#[test]
+fn random_interleavings_never_lose_or_duplicate_a_token() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut solo = HashMap::new();
+    let (mut cancelled, mut finished, mut refused, mut preempted) = (0, 0, 0, 0);
+    for trial in 0..8 {
+        let cfg = EngineConfig {
+            token_budget: 8 + rng.below(120) as usize,
+            max_lanes: 1 + rng.below(6) as usize,
+            capacity_tokens: 160 + rng.below(200) as usize,
+            prefix_cache_tokens: [0, 128, 4096][rng.below(3) as usize],
+        };
+        let mut e = engine(cfg, 1);
+        let mut reqs: Vec<(RequestId, Vec<u32>, GenerateParams, Rec)> = Vec::new();
+        for _ in 0..60 {
+            match rng.below(10) {
+                0..=2 => {
+                    let (p, gp) = random_request(&mut rng);
+                    let (rec, sink) = common::recorder();
+                    match e.submit(p.clone(), gp.clone(), sink) {
+                        Ok(id) => reqs.push((id, p, gp, rec)),
+                        Err(_) => refused += 1,
+                    }
+                }
+                3 | 4 if !reqs.is_empty() => {
+                    let i = rng.below(reqs.len() as u64) as usize;
+                    e.abort(reqs[i].0);
+                }
+                _ => {
+                    e.step();
+                }
+            }
+            let s = e.stats();
+            assert!(s.reserved_tokens <= s.capacity_tokens, "trial {trial}: {s:?}");
+        }
+        drain(&mut e);
+        let s = e.stats();
+        preempted += s.preemptions;
+        assert_eq!(
+            (s.running, s.waiting, s.reserved_tokens),
+            (0, 0, 0),
+            "trial {trial}: {s:?}"
+        );
+        for (id, p, gp, rec) in &reqs {
+            let d = rec.lock().unwrap();
+            let what = format!("trial {trial}, {id:?}");
+            assert!(d.errors.is_empty(), "{what}: {:?}", d.errors);
+            assert_eq!(
+                (d.ends, d.late),
+                (1, 0),
+                "{what}: exactly one terminal event, nothing after"
+            );
+            let from = p.len() as u32;
+            let n = d.tokens.len() as u32;
+            assert_eq!(d.positions, (from..from + n).collect::<Vec<_>>(), "{what}: positions");
+            assert_eq!(d.usage.completion_tokens, d.tokens.len(), "{what}");
+            assert_eq!(d.sha, token_sha(&d.tokens), "{what}");
+            let want = alone(&mut solo, p, gp);
+            match d.reason {
+                Some(FinishReason::Length) => {
+                    finished += 1;
+                    assert_eq!(d.tokens, want.tokens, "{what}: differs from alone");
+                }
+                Some(FinishReason::Abort) => {
+                    cancelled += 1;
+                    assert_eq!(
+                        d.tokens[..],
+                        want.tokens[..d.tokens.len()],
+                        "{what}: not a prefix of alone"
+                    );
+                }
+                other => panic!("{what}: finished with {other:?}"),
+            }
+        }
+    }
+    eprintln!("cancelled {cancelled}, finished {finished}, refused {refused}, preempted {preempted}");
+    assert!(cancelled > 20 && finished > 30 && preempted > 0);
+}
+
+#[test]
+fn a_stop_token_ends_the_request_and_ignore_eos_keeps_going() {
+    let p = prompt(20, 42);
+    let base = GenerateParams {
+        sampling: SamplingParams::greedy(),
+        max_tokens: 8,
+        ..Default::default()
+    };
+    let mut e = engine(EngineConfig::default(), 1);
+    let free = submit(&mut e, p.clone(), base.clone());
+    drain(&mut e);
+    let free = free.lock().unwrap().clone();
+    assert_eq!(free.reason, Some(FinishReason::Length));
+    let stop = free.tokens[2];
+    let cut = free.tokens.iter().position(|&t| t == stop).unwrap() + 1;
+    let stopping = GenerateParams {
+        stop_token_ids: vec![999_999, stop],
+        ..base.clone()
+    };
+    let stopped = submit(&mut e, p.clone(), stopping.clone());
+    let ignoring = submit(
+        &mut e,
+        p.clone(),
+        GenerateParams {
+            ignore_eos: true,
+            ..stopping
+        },
+    );
+    drain(&mut e);
+    let stopped = stopped.lock().unwrap();
+    assert_eq!(stopped.reason, Some(FinishReason::Stop));
+    assert_eq!(
+        stopped.tokens,
+        free.tokens[..cut],
+        "ends on (and includes) the stop token"
+    );
+    assert_eq!(stopped.usage.completion_tokens, cut);
+    let ignoring = ignoring.lock().unwrap();
+    assert_eq!(ignoring.reason, Some(FinishReason::Length));
+    assert_eq!(ignoring.sha, free.sha, "ignore_eos runs to max_tokens");
+    assert_eq!(e.stats().reserved_tokens, 0);
+}
