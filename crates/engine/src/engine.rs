@@ -209,7 +209,11 @@ impl Engine {
         waiting.sort();
         for (background, id) in waiting {
             let need = self.reqs[&id].need();
-            while !background && self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+            // Preempting is wasted work unless sending every background request back would make room.
+            let room_after = self.cfg.capacity_tokens + self.background_reserved() - self.reserved;
+            if !background && need <= room_after {
+                while self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+            }
             if self.reserved + need > self.cfg.capacity_tokens {
                 continue;
             }
@@ -226,6 +230,15 @@ impl Engine {
                 self.stats.cached_tokens += len as u64;
             }
         }
+    }
+
+    /// Tokens reserved by running background requests.
+    fn background_reserved(&self) -> usize {
+        self.reqs
+            .values()
+            .filter(|r| r.phase == Phase::Running && r.params.priority == Priority::Background)
+            .map(Req::need)
+            .sum()
     }
 
     /// Sends the most recently admitted background request back to waiting; false when there is none.

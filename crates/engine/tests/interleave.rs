@@ -183,3 +183,34 @@ fn a_stop_token_ends_the_request_and_ignore_eos_keeps_going() {
     assert_eq!(ignoring.sha, free.sha, "ignore_eos runs to max_tokens");
     assert_eq!(e.stats().reserved_tokens, 0);
 }
+
+#[test]
+fn background_work_is_preempted_only_when_that_makes_room() {
+    let cfg = EngineConfig {
+        token_budget: 128,
+        capacity_tokens: 100,
+        prefix_cache_tokens: 0,
+        ..Default::default()
+    };
+    let greedy = |max_tokens, priority| GenerateParams {
+        sampling: SamplingParams::greedy(),
+        max_tokens,
+        priority,
+        ..Default::default()
+    };
+    let mut e = engine(cfg, 1);
+    // The background request ends before the foreground one, so the big one never needs to preempt it.
+    let fg = submit(&mut e, prompt(30, 1), greedy(20, Priority::Foreground));
+    let bg = submit(&mut e, prompt(30, 2), greedy(10, Priority::Background));
+    e.step();
+    let big = submit(&mut e, prompt(60, 3), greedy(10, Priority::Foreground));
+    drain(&mut e);
+    for d in [&fg, &bg, &big] {
+        assert_eq!(d.lock().unwrap().reason, Some(FinishReason::Length));
+    }
+    assert_eq!(
+        e.stats().preemptions,
+        0,
+        "preempting the background request could not make room for the big one while the other ran"
+    );
+}
