@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use common::{Done, Rec, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{EngineConfig, FinishReason, GenerateParams, Priority, RequestId, token_sha};
+use tensorfold_engine::{Engine, EngineConfig, FinishReason, GenerateParams, Priority, RequestId, token_sha};
 
 /// xorshift64: a seeded source for the interleavings.
 struct Rng(u64);
@@ -42,30 +42,41 @@ fn random_request(rng: &mut Rng) -> (Vec<u32>, GenerateParams) {
     (p, gp)
 }
 
-/// The request alone on a cold engine.
-fn alone(cache: &mut HashMap<String, Done>, p: &[u32], gp: &GenerateParams) -> Done {
-    let key = format!("{p:?}{gp:?}");
-    cache
-        .entry(key)
-        .or_insert_with(|| {
-            let mut e = engine(
-                EngineConfig {
-                    prefix_cache_tokens: 0,
-                    ..Default::default()
-                },
-                1,
-            );
-            let d = submit(&mut e, p.to_vec(), gp.clone());
-            drain(&mut e);
-            d.lock().unwrap().clone()
-        })
-        .clone()
+/// Each request alone on an engine with prefix reuse off (nothing carries over between requests), memoised.
+struct Solo {
+    engine: Engine,
+    seen: HashMap<String, Done>,
+}
+
+impl Solo {
+    fn new() -> Solo {
+        let cfg = EngineConfig {
+            prefix_cache_tokens: 0,
+            ..Default::default()
+        };
+        Solo {
+            engine: engine(cfg, 1),
+            seen: HashMap::new(),
+        }
+    }
+
+    fn run(&mut self, p: &[u32], gp: &GenerateParams) -> Done {
+        let e = &mut self.engine;
+        self.seen
+            .entry(format!("{p:?}{gp:?}"))
+            .or_insert_with(|| {
+                let d = submit(e, p.to_vec(), gp.clone());
+                drain(e);
+                d.lock().unwrap().clone()
+            })
+            .clone()
+    }
 }
 
 #[test]
 fn random_interleavings_never_lose_or_duplicate_a_token() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut solo = HashMap::new();
+    let mut solo = Solo::new();
     let (mut cancelled, mut finished, mut refused, mut preempted) = (0, 0, 0, 0);
     for trial in 0..8 {
         let cfg = EngineConfig {
@@ -119,7 +130,7 @@ fn random_interleavings_never_lose_or_duplicate_a_token() {
             assert_eq!(d.positions, (from..from + n).collect::<Vec<_>>(), "{what}: positions");
             assert_eq!(d.usage.completion_tokens, d.tokens.len(), "{what}");
             assert_eq!(d.sha, token_sha(&d.tokens), "{what}");
-            let want = alone(&mut solo, p, gp);
+            let want = solo.run(p, gp);
             match d.reason {
                 Some(FinishReason::Length) => {
                     finished += 1;
