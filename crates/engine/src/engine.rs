@@ -207,7 +207,12 @@ impl Engine {
             .map(|(id, r)| (r.params.priority == Priority::Background, *id))
             .collect();
         waiting.sort();
+        // Foreground requests are admitted in arrival order, so a large one is never passed over forever.
+        let mut blocked = false;
         for (background, id) in waiting {
+            if blocked && !background {
+                continue;
+            }
             let need = self.reqs[&id].need();
             // Preempting is wasted work unless sending every background request back would make room.
             let room_after = self.cfg.capacity_tokens + self.background_reserved() - self.reserved;
@@ -215,6 +220,7 @@ impl Engine {
                 while self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
             }
             if self.reserved + need > self.cfg.capacity_tokens {
+                blocked |= !background;
                 continue;
             }
             self.reserved += need;
@@ -223,6 +229,7 @@ impl Engine {
             r.phase = Phase::Running;
             r.admitted_at = round;
             r.fed = 0;
+            r.usage.cached_tokens = 0;
             if let Some((len, state)) = self.prefix.lookup(&r.prompt) {
                 self.cache.seqs.insert(r.seq, state);
                 r.fed = len;

@@ -225,3 +225,39 @@ fn background_work_is_preempted_only_when_that_makes_room() {
         "preempting the background request could not make room for the big one while the other ran"
     );
 }
+
+#[test]
+fn a_large_waiting_request_is_not_passed_over_forever_by_small_ones() {
+    let cfg = EngineConfig {
+        token_budget: 256,
+        capacity_tokens: 100,
+        prefix_cache_tokens: 0,
+        ..Default::default()
+    };
+    let greedy = |max_tokens| GenerateParams {
+        sampling: SamplingParams::greedy(),
+        max_tokens,
+        ..Default::default()
+    };
+    let mut e = engine(cfg, 1);
+    let first = submit(&mut e, prompt(20, 1), greedy(30));
+    e.step();
+    let big = submit(&mut e, prompt(60, 2), greedy(10));
+    let mut small = Vec::new();
+    for i in 0..60 {
+        small.push(submit(&mut e, prompt(10, 10 + i), greedy(10)));
+        e.step();
+    }
+    assert_eq!(first.lock().unwrap().reason, Some(FinishReason::Length));
+    assert_eq!(
+        big.lock().unwrap().reason,
+        Some(FinishReason::Length),
+        "the big request waited behind later small ones"
+    );
+    drain(&mut e);
+    assert!(
+        small
+            .iter()
+            .all(|d| d.lock().unwrap().reason == Some(FinishReason::Length))
+    );
+}

@@ -132,7 +132,11 @@ fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> (usize, EngineS
         );
         cached += g.usage.cached_tokens;
     }
-    assert_eq!(cached as u64, stats.cached_tokens);
+    // A replayed request reports its last admission's resumed tokens; the engine counts every resume.
+    if stats.preemptions == 0 {
+        assert_eq!(cached as u64, stats.cached_tokens);
+    }
+    assert!(cached as u64 <= stats.cached_tokens);
     (cached, stats)
 }
 
