@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use common::{Done, Rec, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{Engine, EngineConfig, FinishReason, GenerateParams, Priority, RequestId, token_sha};
+use tensorfold_engine::{
+    Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerateParams, Priority, RequestId, token_sha,
+};
 
 /// xorshift64: a seeded source for the interleavings.
 struct Rng(u64);
@@ -260,4 +262,73 @@ fn a_large_waiting_request_is_not_passed_over_forever_by_small_ones() {
             .iter()
             .all(|d| d.lock().unwrap().reason == Some(FinishReason::Length))
     );
+}
+
+#[test]
+fn clients_on_several_threads_submit_and_cancel_through_the_handle() {
+    let handle = EngineHandle::spawn(engine(
+        EngineConfig {
+            token_budget: 64,
+            capacity_tokens: 300,
+            ..Default::default()
+        },
+        1,
+    ));
+    let clients: Vec<_> = (0..3u64)
+        .map(|c| {
+            let handle = handle.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x1234_5678 + c);
+                let mut out = Vec::new();
+                for i in 0..5 {
+                    let (p, gp) = random_request(&mut rng);
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let id = handle
+                        .submit(p.clone(), gp.clone(), Box::new(move |ev| drop(tx.send(ev))))
+                        .unwrap();
+                    out.push((id, p, gp, rx, i % 3 == 0));
+                }
+                out.into_iter()
+                    .map(|(id, p, gp, rx, cancel)| {
+                        let (rec, mut sink) = common::recorder();
+                        loop {
+                            let ev = rx.recv().unwrap();
+                            let end = !matches!(ev, Event::Token { .. });
+                            if cancel && !end {
+                                handle.cancel(id);
+                            }
+                            sink(ev);
+                            if end {
+                                break;
+                            }
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        assert!(rx.try_recv().is_err(), "an event after the terminal one");
+                        (p, gp, rec)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut solo = Solo::new();
+    for client in clients {
+        for (p, gp, rec) in client.join().unwrap() {
+            let d = rec.lock().unwrap();
+            assert!(d.errors.is_empty(), "{:?}", d.errors);
+            let from = p.len() as u32;
+            assert_eq!(d.positions, (from..from + d.tokens.len() as u32).collect::<Vec<_>>());
+            let want = solo.run(&p, &gp);
+            assert_eq!(d.tokens[..], want.tokens[..d.tokens.len()]);
+            if d.reason == Some(FinishReason::Length) {
+                assert_eq!(d.sha, want.sha);
+            }
+        }
+    }
+    let settled = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let s = handle.stats();
+        (s.running, s.waiting, s.reserved_tokens) == (0, 0, 0)
+    });
+    assert!(settled, "{:?}", handle.stats());
+    handle.shutdown();
 }
