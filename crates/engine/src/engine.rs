@@ -10,7 +10,7 @@ use crate::prefix::{BLOCK_TOKENS, PrefixCache};
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
 use crate::sampler::{prompt_key, sample};
-use crate::scheduler::{Lane, plan};
+use crate::scheduler::{Lane, plan, preemption_victim};
 
 /// Engine limits.
 #[derive(Clone, Copy, Debug)]
@@ -207,10 +207,20 @@ impl Engine {
             .map(|(id, r)| (r.params.priority == Priority::Background, *id))
             .collect();
         waiting.sort();
+        // Foreground requests are admitted in arrival order, so a large one is never passed over forever.
+        let mut blocked = false;
         for (background, id) in waiting {
+            if blocked && !background {
+                continue;
+            }
             let need = self.reqs[&id].need();
-            while !background && self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+            // Preempting is wasted work unless sending every background request back would make room.
+            let room_after = self.cfg.capacity_tokens + self.background_reserved() - self.reserved;
+            if !background && need <= room_after {
+                while self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+            }
             if self.reserved + need > self.cfg.capacity_tokens {
+                blocked |= !background;
                 continue;
             }
             self.reserved += need;
@@ -219,6 +229,7 @@ impl Engine {
             r.phase = Phase::Running;
             r.admitted_at = round;
             r.fed = 0;
+            r.usage.cached_tokens = 0;
             if let Some((len, state)) = self.prefix.lookup(&r.prompt) {
                 self.cache.seqs.insert(r.seq, state);
                 r.fed = len;
@@ -228,15 +239,25 @@ impl Engine {
         }
     }
 
+    /// Tokens reserved by running background requests.
+    fn background_reserved(&self) -> usize {
+        self.reqs
+            .values()
+            .filter(|r| r.phase == Phase::Running && r.params.priority == Priority::Background)
+            .map(Req::need)
+            .sum()
+    }
+
     /// Sends the most recently admitted background request back to waiting; false when there is none.
     fn preempt_background(&mut self) -> bool {
-        let victim = self
+        let running_background = self
             .reqs
             .iter()
             .filter(|(_, r)| r.phase == Phase::Running && r.params.priority == Priority::Background)
-            .max_by_key(|(id, r)| (r.admitted_at, **id))
-            .map(|(id, _)| *id);
-        let Some(id) = victim else { return false };
+            .map(|(id, r)| (*id, r.admitted_at));
+        let Some(id) = preemption_victim(running_background) else {
+            return false;
+        };
         let r = self.reqs.get_mut(&id).expect("victim");
         r.phase = Phase::Preempted;
         r.fed = 0;

@@ -21,7 +21,7 @@ pub struct GenerateParams {
     /// The sampling key; `None` keys by a hash of the prompt.
     pub seed: Option<u64>,
     pub max_tokens: usize,
-    /// Tokens that end generation (the model's EOS unless `ignore_eos`).
+    /// Tokens that end generation (the model's EOS unless `ignore_eos`); stop strings are text-level, matched by the server.
     pub stop_token_ids: Vec<u32>,
     pub ignore_eos: bool,
     pub priority: Priority,

@@ -38,6 +38,14 @@ pub fn plan(lanes: &[Lane], budget: usize, max_lanes: usize) -> Vec<(RequestId, 
     out
 }
 
+/// The running background request to send back to waiting: the most recently admitted (the least work to replay).
+pub fn preemption_victim(running_background: impl IntoIterator<Item = (RequestId, u64)>) -> Option<RequestId> {
+    running_background
+        .into_iter()
+        .max_by_key(|&(id, admitted_at)| (admitted_at, id))
+        .map(|(id, _)| id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +94,60 @@ mod tests {
         let mut l = lane(1, 300, false, false, 0);
         l.max_chunk = 128;
         assert_eq!(plan(&[l], 1000, 8), vec![(RequestId(1), 128)]);
+    }
+
+    /// Runs `rounds` rounds the way the engine does, a fresh short prompt arriving each round; returns the rounds
+    /// in which request 1 ran.
+    fn simulate(mut lanes: Vec<Lane>, budget: usize, rounds: u64) -> Vec<u64> {
+        let mut ran = Vec::new();
+        for round in 0..rounds {
+            lanes.push(lane(100 + round, 30, false, false, 0));
+            let planned = plan(&lanes, budget, 8);
+            for l in &mut lanes {
+                match planned.iter().find(|(id, _)| *id == l.id) {
+                    Some(&(_, n)) => {
+                        l.tokens_left -= n;
+                        l.waited = 0;
+                    }
+                    None => l.waited += 1,
+                }
+            }
+            if planned.iter().any(|(id, _)| *id == RequestId(1)) {
+                ran.push(round);
+            }
+            lanes.retain(|l| l.tokens_left > 0);
+        }
+        ran
+    }
+
+    #[test]
+    fn a_long_prompt_behind_a_stream_of_short_ones_runs_every_starve_rounds() {
+        let ran = simulate(vec![lane(1, 300, false, false, 0)], 30, 20);
+        assert_eq!(ran.first(), Some(&(STARVE_ROUNDS as u64)), "{ran:?}");
+        for w in ran.windows(2) {
+            assert!(w[1] - w[0] <= STARVE_ROUNDS as u64 + 1, "{ran:?}");
+        }
+    }
+
+    #[test]
+    fn background_yields_even_when_starved_and_runs_in_leftover_budget() {
+        let bg = lane(1, 1, true, true, 50);
+        assert_eq!(simulate(vec![bg], 30, 10), Vec::<u64>::new());
+        assert_eq!(simulate(vec![bg], 31, 1), vec![0]);
+        let fg = lane(2, 1, true, false, 0);
+        assert_eq!(plan(&[bg, fg], 8, 1), vec![(RequestId(2), 1)]);
+    }
+
+    #[test]
+    fn preemption_takes_the_most_recently_admitted_first() {
+        let running = [
+            (RequestId(3), 10),
+            (RequestId(1), 12),
+            (RequestId(2), 12),
+            (RequestId(4), 5),
+        ];
+        assert_eq!(preemption_victim(running), Some(RequestId(2)));
+        assert_eq!(preemption_victim(running[..1].to_vec()), Some(RequestId(3)));
+        assert_eq!(preemption_victim(Vec::new()), None);
     }
 }

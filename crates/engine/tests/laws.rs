@@ -1,93 +1,11 @@
 //! The exactness laws through the engine: concurrent equals solo, chunked equals whole, resumed equals fresh,
 //! preempted-and-replayed equals uninterrupted.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
-use tensorfold_engine::runner::Dsv4Runner;
+use common::{Done, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{Engine, EngineConfig, Event, FinishReason, GenerateParams, Priority, Usage};
-use tensorfold_kernels::cpu::CpuLaunch;
-use tensorfold_model::dsv4::Dsv4Checkpoint;
-use tensorfold_model::dsv4::forward::Dsv4Model;
-use tensorfold_model::dsv4::semantics::Semantics;
-use tensorfold_model::dsv4::weights::Dsv4Weights;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
-
-fn model() -> Dsv4Model {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = SynthOptions {
-            preset: Preset::Tiny,
-            seed: 5,
-            out: dir.path().to_path_buf(),
-            shard_bytes: synth::DEFAULT_SHARD_BYTES,
-            chat_template: true,
-            force: false,
-        };
-        synth::write(&opts).unwrap();
-        dir
-    });
-    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
-    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
-    Dsv4Model::new(ckpt.config, weights, Semantics::official())
-}
-
-fn engine(cfg: EngineConfig, threads: usize) -> Engine {
-    let launch = CpuLaunch {
-        threads,
-        ..CpuLaunch::serial()
-    };
-    Engine::new(Box::new(Dsv4Runner { model: model(), launch }), cfg)
-}
-
-/// A finished request: its tokens, finish reason, usage and token_sha.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Done {
-    tokens: Vec<u32>,
-    reason: Option<FinishReason>,
-    usage: Usage,
-    sha: String,
-}
-
-fn submit(e: &mut Engine, prompt: Vec<u32>, params: GenerateParams) -> Arc<Mutex<Done>> {
-    let done = Arc::new(Mutex::new(Done::default()));
-    let d = done.clone();
-    e.submit(
-        prompt,
-        params,
-        Box::new(move |ev| {
-            let mut d = d.lock().unwrap();
-            match ev {
-                Event::Token { id, .. } => d.tokens.push(id),
-                Event::Finished {
-                    reason,
-                    usage,
-                    token_sha,
-                } => {
-                    d.reason = Some(reason);
-                    d.usage = usage;
-                    d.sha = token_sha;
-                }
-                Event::Error(e) => panic!("request failed: {e}"),
-            }
-        }),
-    )
-    .unwrap();
-    done
-}
-
-fn drain(e: &mut Engine) {
-    while e.has_work() {
-        assert!(e.step(), "work left but nothing ran");
-    }
-}
-
-fn prompt(n: usize, salt: u32) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| (i * 7919 + salt * 104_729) % 129_000 + 3)
-        .collect()
-}
+use tensorfold_engine::{EngineConfig, Event, FinishReason, GenerateParams, Priority};
 
 fn params(temperature: f32, seed: Option<u64>, max_tokens: usize) -> GenerateParams {
     GenerateParams {
