@@ -343,8 +343,7 @@ impl Engine {
         true
     }
 
-    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token):
-    /// checks replayed tokens, samples the next one, finishes.
+    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token): checks replayed tokens, samples the next one, finishes.
     fn after_rows(&mut self, id: RequestId, n: usize, rows: &[f32], vocab: usize) {
         let r = self.reqs.get_mut(&id).expect("planned request");
         let first = r.fed;

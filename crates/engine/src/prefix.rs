@@ -27,8 +27,7 @@ struct Entry {
     last_used: u64,
 }
 
-/// Captured states keyed by the chained hash of the prefix they follow, evicted least recently used.
-/// A hit copies the whole state into the sequence, so no block has two holders and eviction needs no reference counts.
+/// Captured states keyed by the chained hash of the prefix they follow, evicted least recently used. A hit copies the whole state into the sequence, so no block has two holders and eviction needs no reference counts.
 pub struct PrefixCache {
     entries: HashMap<u64, Entry>,
     capacity_tokens: usize,

@@ -96,8 +96,7 @@ mod tests {
         assert_eq!(plan(&[l], 1000, 8), vec![(RequestId(1), 128)]);
     }
 
-    /// Runs `rounds` rounds the way the engine does, a fresh short prompt arriving each round; returns the rounds
-    /// in which request 1 ran.
+    /// Runs `rounds` rounds the way the engine does, a fresh short prompt arriving each round; returns the rounds in which request 1 ran.
     fn simulate(mut lanes: Vec<Lane>, budget: usize, rounds: u64) -> Vec<u64> {
         let mut ran = Vec::new();
         for round in 0..rounds {

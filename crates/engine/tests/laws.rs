@@ -1,5 +1,4 @@
-//! The exactness laws through the engine: concurrent equals solo, chunked equals whole, resumed equals fresh,
-//! preempted-and-replayed equals uninterrupted.
+//! The exactness laws through the engine: concurrent equals solo, chunked equals whole, resumed equals fresh, preempted-and-replayed equals uninterrupted.
 
 mod common;
 

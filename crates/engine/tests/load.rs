@@ -1,5 +1,4 @@
-//! Concurrent equals solo at scale: 32 mixed requests under every lane limit, budget, arrival pattern, cache size
-//! and thread count give the tokens each gives alone on a cold engine.
+//! Concurrent equals solo at scale: 32 mixed requests under every lane limit, budget, arrival pattern, cache size and thread count give the tokens each gives alone on a cold engine.
 
 mod common;
 
@@ -9,8 +8,7 @@ use common::{Done, Rec, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{Engine, EngineConfig, EngineStats, FinishReason, GenerateParams, Priority};
 
-/// 32 requests: three 3-turn chats sharing a system prompt (each turn extends the last), repeated prompts with
-/// different keys, and lone prompts from 1 to 200 tokens; every temperature, cut and key kind.
+/// 32 requests: three 3-turn chats sharing a system prompt (each turn extends the last), repeated prompts with different keys, and lone prompts from 1 to 200 tokens; every temperature, cut and key kind.
 fn workload() -> Vec<(Vec<u32>, GenerateParams)> {
     let system = prompt(140, 100);
     let mut prompts = Vec::new();

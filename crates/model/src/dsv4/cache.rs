@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use super::batch::SeqSlot;
 use crate::config::dsv4::Dsv4Config;
 
-/// A compressor's running state: projections of the tokens from `first_pos` on whose entries are unfinished, and
-/// the finished entries.
+/// A compressor's running state: projections of the tokens from `first_pos` on whose entries are unfinished, and the finished entries.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompressorState {
     pub first_pos: u32,

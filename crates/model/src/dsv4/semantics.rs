@@ -5,11 +5,9 @@
 pub struct Semantics {
     /// FP8 round trip (act_quant, block 64) on the KV's non-RoPE dims: official; transformers omits it.
     pub kv_fp8_round_trip: bool,
-    /// Hadamard then FP4 round trip on indexer queries and keys: official; transformers omits both (the Hadamard
-    /// alone is an exact no-op for the scores, the FP4 round trip after it is not).
+    /// Hadamard then FP4 round trip on indexer queries and keys: official; transformers omits both (only the FP4 step changes scores).
     pub indexer_fp4_round_trip: bool,
-    /// Activations entering FP8 and MXFP4 GEMMs quantised to FP8 per 128: official; transformers multiplies
-    /// dequantised weights by unquantised activations.
+    /// Activations entering FP8 and MXFP4 GEMMs quantised to FP8 per 128: official; transformers keeps them unquantised.
     pub act_quant_gemm_inputs: bool,
     /// Attention probabilities rounded to bf16 before P.V: official; transformers keeps them in f32.
     pub attn_bf16_probs: bool,

@@ -1,5 +1,4 @@
-//! One layer's attention: queries, KV into the window, compressed entries, indexer top-k, sparse attention with the
-//! sink, inverse RoPE and the grouped output projection.
+//! One layer's attention: queries, KV into the window, compressed entries, indexer top-k, sparse attention with the sink, inverse RoPE and the grouped output projection.
 
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::act_quant::act_quant;

@@ -66,8 +66,7 @@ pub(crate) fn bf16(pass: &Pass<'_>, x: &[f32], w: &Bf16) -> Vec<f32> {
     out
 }
 
-/// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`; DeepSeek's code
-/// dequantises `wo_a` and multiplies unquantised activations, so both semantics use the exact path.
+/// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`; DeepSeek's code dequantises `wo_a` and multiplies unquantised activations, so both semantics use the exact path.
 pub(crate) fn grouped(pass: &Pass<'_>, x: &[f32], w: &Fp8, groups: usize) -> Vec<f32> {
     let (n, k, l) = (w.out_dim, w.in_dim, &pass.launch);
     let mut out = output(x, k * groups, n);

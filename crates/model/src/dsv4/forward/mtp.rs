@@ -9,8 +9,7 @@ use crate::dsv4::batch::Batch;
 use crate::dsv4::cache::Dsv4Cache;
 
 impl Dsv4Model {
-    /// MTP layer `mtp_idx` on `batch`: row i joins `streams` row i (the main model's last-layer streams at that
-    /// position) with the embedding of `batch.token_ids[i]` (the token that follows it); returns `[rows, vocab]`.
+    /// MTP layer `mtp_idx` on `batch`: row i joins `streams` row i (the main model's last-layer streams at that position) with the embedding of `batch.token_ids[i]` (the token that follows it); returns `[rows, vocab]`.
     pub fn forward_mtp(
         &self,
         mtp_idx: usize,
