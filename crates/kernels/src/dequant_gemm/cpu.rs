@@ -73,27 +73,24 @@ pub fn dequant_gemm(
     );
     assert_eq!(out.len(), rows * n, "dequant_gemm: output is not [{rows}, {n}]");
     let per_group = n / groups;
-    let mut weights = vec![0f32; n * k];
     let lost_scale = faults.on("lost_scale");
-    for (i, row) in weights.chunks_mut(k).enumerate() {
-        decode_row(format, w, scales, i, k, lost_scale, row);
-    }
     let skip_last = faults.on("skip_last_row");
     let sequential = faults.on("order_by_tile") && launch.tile_rows == 1;
     par_chunks_mut(out, n, launch.threads, |first, chunk| {
-        for (i, y) in chunk.chunks_mut(n).enumerate() {
-            let r = first + i;
-            if skip_last && r + 1 == rows {
-                continue;
-            }
-            for (col, o) in y.iter_mut().enumerate() {
-                let g = col / per_group;
+        let mut wr = vec![0f32; k];
+        for col in 0..n {
+            decode_row(format, w, scales, col, k, lost_scale, &mut wr);
+            let g = col / per_group;
+            for (i, y) in chunk.chunks_mut(n).enumerate() {
+                let r = first + i;
+                if skip_last && r + 1 == rows {
+                    continue;
+                }
                 let xg = &x[(r * groups + g) * k..(r * groups + g + 1) * k];
-                let wr = &weights[col * k..(col + 1) * k];
-                *o = if sequential {
-                    xg.iter().zip(wr).map(|(a, b)| a * b).sum()
+                y[col] = if sequential {
+                    xg.iter().zip(&wr).map(|(a, b)| a * b).sum()
                 } else {
-                    dot(xg, wr, launch.simd)
+                    dot(xg, &wr, launch.simd)
                 };
             }
         }
