@@ -139,6 +139,24 @@ def main():
     write("mxfp4_quant.txt", ["torch common_quantized.to_mxfp(x, 32, 'mxfp4') on bf16-exact rows of 64",
                               "inputs as f32 bits | packed bytes (element 2k low nibble) | e8m0 scales"], lines)
 
+    blocks = []
+    for rows, cols, br, bc in [(70, 100, 32, 32), (32, 64, 32, 32), (5, 97, 1, 32), (64, 64, 128, 128)]:
+        w = torch.randn(rows, cols, generator=GEN) * 2.0 ** torch.randint(-12, 12, (rows, cols), generator=GEN)
+        w[0, 0] = 0.0
+        if rows > 40:
+            w[32:, :32] = 0.0
+        gr, gc = -(-rows // br), -(-cols // bc)
+        pad = torch.zeros(gr * br, gc * bc)
+        pad[:rows, :cols] = w.abs()
+        amax = pad.view(gr, br, gc, bc).amax(dim=(1, 3)).clamp_min(1e-4)
+        scale = torch.pow(2.0, torch.ceil(torch.log2(amax / 448.0)))
+        full = scale.repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols]
+        q = (w / full).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+        blocks += [f"{rows} {cols} {br} {bc}", " ".join(f"{b:08x}" for b in f32_bits(w.flatten())),
+                   q.flatten().numpy().tobytes().hex(), scale.to(torch.float8_e8m0fnu).view(torch.uint8).flatten().numpy().tobytes().hex()]
+    write("block_fp8_e8m0.txt", ["DeepSeek act_quant rule per block, s = 2^ceil(log2(max(amax, 1e-4) / 448)), codes (w / s).to(float8_e4m3fn)",
+                                 "per weight: `rows cols block_rows block_cols`, then input f32 bits, codes hex, e8m0 scales hex"], blocks)
+
 
 if __name__ == "__main__":
     main()
