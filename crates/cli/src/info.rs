@@ -27,10 +27,14 @@ pub struct InfoArgs {
 
 pub fn run(args: InfoArgs) -> anyhow::Result<()> {
     let found = model_type(&args.dir)?;
+    if found == tensorfold_model::config::dsv41::MODEL_TYPE {
+        return crate::info_v41::run(&args.dir, args.read_all, args.json);
+    }
     if found != MODEL_TYPE {
         return Err(anyhow!(
-            "{}: model_type `{found}` is not a family tensorfold reads yet (it reads `{MODEL_TYPE}`)",
-            args.dir.display()
+            "{}: model_type `{found}` is not a family tensorfold reads yet (it reads `{MODEL_TYPE}` and `{}`)",
+            args.dir.display(),
+            tensorfold_model::config::dsv41::MODEL_TYPE
         ));
     }
     let ckpt = Dsv4Checkpoint::open(&args.dir)?;
@@ -158,7 +162,7 @@ fn text_report(
     out
 }
 
-fn count(n: u64) -> String {
+pub(crate) fn count(n: u64) -> String {
     match n {
         n if n >= 1_000_000_000 => format!("{:.2} B", n as f64 / 1e9),
         n if n >= 1_000_000 => format!("{:.2} M", n as f64 / 1e6),
@@ -166,7 +170,7 @@ fn count(n: u64) -> String {
     }
 }
 
-fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     let b = bytes as f64;
     match bytes {
         n if n >= 1 << 30 => format!("{:.2} GiB", b / (1u64 << 30) as f64),

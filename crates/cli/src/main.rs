@@ -5,6 +5,7 @@ mod contract;
 mod default_model;
 mod generate;
 mod info;
+mod info_v41;
 mod serve;
 mod synth;
 
@@ -24,7 +25,7 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Serve the OpenAI-compatible HTTP API (chat, completions, streaming, keys, metrics).
     Serve(serve::ServeArgs),
-    /// Write a random-weight checkpoint in the official DeepSeek V4 layout (for tests and benchmarks).
+    /// Write a random-weight checkpoint in the official DeepSeek V4 or V4.1 layout (for tests and benchmarks).
     Synth(synth::SynthArgs),
     /// Describe a checkpoint: family, layer plan, parameters, bytes by format, memory at a context length.
     Info(info::InfoArgs),

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
+use tensorfold_model::synth::{self, Dsv41Preset, Preset, SynthOptions};
 
 #[derive(Args)]
 pub struct SynthArgs {
-    /// Model family; only `dsv4` (DeepSeek V4) so far.
+    /// Model family: `dsv4` (DeepSeek V4) or `dsv41` (DeepSeek V4.1, presets tiny and small).
     #[arg(long, default_value = "dsv4")]
     family: String,
     /// Size: `tiny` (CI), `small` (about 0.8 B parameters), `flash-layers` (V4-Flash dimensions; needs --layers).
@@ -36,28 +36,42 @@ pub struct SynthArgs {
 }
 
 pub fn run(args: SynthArgs) -> anyhow::Result<()> {
-    if args.family != "dsv4" {
-        return Err(anyhow!(
-            "unknown family `{}`; synth writes `dsv4` (DeepSeek V4)",
-            args.family
-        ));
-    }
     if args.shard_mib == 0 {
         return Err(anyhow!("--shard-mib must be at least 1"));
     }
-    let preset = Preset::parse(&args.preset, args.layers).map_err(|e| anyhow!(e))?;
+    let start = Instant::now();
     let opts = SynthOptions {
-        preset,
+        preset: (),
         seed: args.seed,
         out: args.out.clone(),
         shard_bytes: args.shard_mib << 20,
         chat_template: !args.no_chat_template,
         force: args.force,
     };
-    let start = Instant::now();
-    let report = synth::write(&opts).with_context(|| format!("writing {}", args.out.display()))?;
+    let (report, preset) = match args.family.as_str() {
+        "dsv4" => {
+            let preset = Preset::parse(&args.preset, args.layers).map_err(|e| anyhow!(e))?;
+            (synth::write(&opts.with_preset(preset)), format!("{preset:?}"))
+        }
+        "dsv41" => {
+            if args.layers.is_some() {
+                return Err(anyhow!("--layers applies only to family dsv4, preset flash-layers"));
+            }
+            let preset = Dsv41Preset::parse(&args.preset).map_err(|e| anyhow!(e))?;
+            (
+                synth::write_dsv41(&opts.with_preset(preset)),
+                format!("dsv41 {preset:?}"),
+            )
+        }
+        other => {
+            return Err(anyhow!(
+                "unknown family `{other}`; synth writes `dsv4` (DeepSeek V4) or `dsv41` (DeepSeek V4.1)"
+            ));
+        }
+    };
+    let report = report.with_context(|| format!("writing {}", args.out.display()))?;
     println!(
-        "wrote {} ({:?}, seed {}): {} files, {:.1} MiB of tensors in {:.1} s",
+        "wrote {} ({}, seed {}): {} files, {:.1} MiB of tensors in {:.1} s",
         args.out.display(),
         preset,
         args.seed,

@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod dsv4;
+pub mod dsv41;
 pub mod dtype;
 pub mod error;
 mod header;

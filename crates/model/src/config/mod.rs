@@ -1,6 +1,7 @@
 //! `config.json` parsing: typed configs per family, errors that name the field and the file.
 
 pub mod dsv4;
+pub mod dsv41;
 
 use std::path::Path;
 

@@ -2,9 +2,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use tensorfold_formats::block_fp8::Block;
 use tensorfold_formats::{bf16, block_fp8, mxfp4};
 
 use crate::config::dsv4::Dsv4Config;
+use crate::config::dsv41::Dsv41TextConfig;
 use crate::dtype::DType;
 use crate::manifest::TensorSpec;
 use tensorfold_kernels::rng::{Rng, hash_str};
@@ -18,6 +20,42 @@ pub struct Filled {
     pub scale: Option<Vec<u8>>,
 }
 
+/// What the initialisers need to know of a model.
+#[derive(Clone, Copy, Debug)]
+pub struct InitParams {
+    pub hidden_size: usize,
+    /// Expert count for `tid2eid` tables.
+    pub n_routed_experts: usize,
+    /// FP8 scale block of the tensor with this name.
+    pub fp8_block: fn(&str) -> Block,
+}
+
+impl InitParams {
+    /// DeepSeek V4: 128x128 FP8 blocks.
+    pub fn dsv4(config: &Dsv4Config) -> InitParams {
+        InitParams {
+            hidden_size: config.hidden_size,
+            n_routed_experts: config.n_routed_experts,
+            fp8_block: |_| Block::B128,
+        }
+    }
+
+    /// DeepSeek V4.1: 32x32 FP8 blocks, Engram tables one scale per 32 columns of a row.
+    pub fn dsv41(config: &Dsv41TextConfig) -> InitParams {
+        InitParams {
+            hidden_size: config.hidden_size,
+            n_routed_experts: config.n_routed_experts,
+            fp8_block: |name| {
+                if name.ends_with(".engram.embed.weight") {
+                    Block::ROW32
+                } else {
+                    Block::B32
+                }
+            },
+        }
+    }
+}
+
 /// How a tensor's values are drawn.
 #[derive(Clone, Copy, Debug)]
 enum Init {
@@ -27,18 +65,18 @@ enum Init {
     ExpertIds,
 }
 
-fn init_for(spec: &TensorSpec, config: &Dsv4Config) -> Init {
+fn init_for(spec: &TensorSpec, params: &InitParams) -> Init {
     let name = spec.name.as_str();
     let fan_in = *spec.shape.last().unwrap_or(&1) as f32 * if spec.dtype == DType::I8 { 2.0 } else { 1.0 };
     let normal = |mean: f32, std: f32| Init::Normal { mean, std };
-    let d = config.hidden_size as f32;
+    let d = params.hidden_size as f32;
     if name.ends_with("tid2eid") {
         Init::ExpertIds
-    } else if name == "embed.weight" {
+    } else if name == "embed.weight" || name.ends_with(".embed.weight") {
         normal(0.0, 1.0)
     } else if name == "head.weight" {
         normal(0.0, 2.0 / d.sqrt())
-    } else if name.ends_with("norm.weight") {
+    } else if name.ends_with("norm.weight") || name.ends_with(".q_weight") || name.ends_with(".k_weight") {
         normal(1.0, 0.1)
     } else if name.ends_with("_fn") {
         normal(0.0, 1.0 / fan_in.sqrt())
@@ -50,7 +88,7 @@ fn init_for(spec: &TensorSpec, config: &Dsv4Config) -> Init {
         normal(0.0, 1.0)
     } else if name.ends_with(".ape") {
         normal(0.0, 0.5)
-    } else if name.ends_with("gate.bias") {
+    } else if name.ends_with("gate.bias") || name.ends_with("gate.bias_vl") {
         normal(0.0, 0.1)
     } else {
         normal(0.0, 1.0 / fan_in.sqrt())
@@ -58,9 +96,9 @@ fn init_for(spec: &TensorSpec, config: &Dsv4Config) -> Init {
 }
 
 /// Fills `spec` deterministically from `(seed, name)`; the result does not depend on the thread count.
-pub fn fill(spec: &TensorSpec, config: &Dsv4Config, seed: u64) -> Filled {
+pub fn fill(spec: &TensorSpec, params: &InitParams, seed: u64) -> Filled {
     let key = seed ^ hash_str(&spec.name);
-    let init = init_for(spec, config);
+    let init = init_for(spec, params);
     let rows = spec.shape.first().copied().unwrap_or(1).max(1);
     let row_len = if spec.shape.len() <= 1 {
         spec.numel()
@@ -72,7 +110,7 @@ pub fn fill(spec: &TensorSpec, config: &Dsv4Config, seed: u64) -> Filled {
     let parts = par_map(num_chunks, |chunk_idx| {
         let row_range = chunk_idx * CHUNK_ROWS..((chunk_idx + 1) * CHUNK_ROWS).min(rows);
         let mut rng = Rng::new(key, chunk_idx as u64);
-        fill_chunk(spec, init, row_range.len(), row_len, config, &mut rng)
+        fill_chunk(spec, init, row_range.len(), row_len, params, &mut rng)
     });
     let mut bytes = Vec::with_capacity(spec.num_bytes());
     let mut scale: Option<Vec<u8>> = None;
@@ -90,13 +128,13 @@ fn fill_chunk(
     init: Init,
     rows: usize,
     row_len: usize,
-    config: &Dsv4Config,
+    params: &InitParams,
     rng: &mut Rng,
 ) -> Filled {
     let n = rows * row_len;
     let Init::Normal { mean, std } = init else {
         return Filled {
-            bytes: expert_ids(rows, row_len, config.n_routed_experts, rng),
+            bytes: expert_ids(rows, row_len, params.n_routed_experts, rng),
             scale: None,
         };
     };
@@ -115,7 +153,9 @@ fn fill_chunk(
             scale: None,
         },
         DType::F8E4M3 => {
-            let (codes, scales) = block_fp8::quantize_e8m0(&values, rows, row_len).expect("chunk shape is consistent");
+            let block = (params.fp8_block)(&spec.name);
+            let (codes, scales) =
+                block_fp8::quantize_e8m0_blocks(&values, block, rows, row_len).expect("chunk shape is consistent");
             Filled {
                 bytes: codes,
                 scale: Some(scales),
