@@ -125,6 +125,14 @@ fn layer_without_a_kv_source_is_named() {
     let mut v = json(Dsv41Preset::Tiny);
     v["text_config"]["candidate_source_layer_id"] = serde_json::json!(6);
     assert!(parse_err(&v).contains("text_config.candidate_source_layer_id"));
+    let mut v = json(Dsv41Preset::Tiny);
+    v["text_config"]["candidate_topk_blocks"] = serde_json::json!(1);
+    assert!(parse_err(&v).contains("fewer positions than index_topk"));
+    let mut v = json(Dsv41Preset::Tiny);
+    v["text_config"]["index_source_layer_ids"] = serde_json::json!([2, 4, 5]);
+    v["text_config"]["compress_ratios"][5] = serde_json::json!(2);
+    v["text_config"]["kv_source_layer_ids"] = serde_json::json!([2, 4, 5]);
+    assert!(parse_err(&v).contains("another ratio"), "{}", parse_err(&v));
 }
 
 #[test]

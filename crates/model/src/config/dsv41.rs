@@ -369,6 +369,21 @@ impl Dsv41TextConfig {
                     ));
                 }
             }
+            if plan
+                .topk_from
+                .is_some_and(|src| self.compress_ratios[src] != plan.ratio)
+            {
+                return Err((
+                    "index_source_layer_ids",
+                    format!("layer {layer_idx} would reuse the top-k of an index source with another ratio"),
+                ));
+            }
+            if plan.candidate_masked && self.compress_ratios[self.candidate_source_layer_id] != plan.ratio {
+                return Err((
+                    "candidate_source_layer_id",
+                    format!("layer {layer_idx} reads the candidate pool of a layer with another ratio"),
+                ));
+            }
             if plan.topk_from.is_none() {
                 return Err((
                     "index_source_layer_ids",
@@ -384,6 +399,15 @@ impl Dsv41TextConfig {
                     ),
                 ));
             }
+        }
+        if self.candidate_topk_blocks * self.candidate_block_size < self.index_topk {
+            return Err((
+                "candidate_topk_blocks",
+                format!(
+                    "keeps {} blocks of {}, fewer positions than index_topk {}; masked entries would be selected",
+                    self.candidate_topk_blocks, self.candidate_block_size, self.index_topk
+                ),
+            ));
         }
         let cand = self.candidate_source_layer_id;
         if !self.owns_index_keys(cand) {
