@@ -13,6 +13,7 @@ pub mod embedding;
 pub mod fp4_round_trip;
 pub mod hadamard;
 pub mod head_rms_norm;
+pub mod nvfp4_round_trip;
 pub mod rope;
 pub mod swiglu;
 // group B: GEMMs

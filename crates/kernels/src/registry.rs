@@ -10,6 +10,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::act_quant::ActQuant,
         &crate::embedding::Embedding,
         &crate::fp4_round_trip::Fp4RoundTrip,
+        &crate::nvfp4_round_trip::Nvfp4RoundTrip,
         &crate::hadamard::Hadamard,
         &crate::head_rms_norm::HeadRmsNorm,
         &crate::rope::Rope,
