@@ -33,6 +33,7 @@ pub mod hc_split_sinkhorn;
 pub mod moe_join;
 pub mod router;
 // group D: compressor, indexer, attention
+pub mod candidate_pool;
 pub mod compress;
 pub mod index_scores;
 pub mod index_topk;

@@ -34,6 +34,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::compress::Compress,
         &crate::index_scores::IndexScores,
         &crate::index_topk::IndexTopk,
+        &crate::candidate_pool::CandidatePool,
         &crate::sparse_attn::SparseAttn,
     ]
 }

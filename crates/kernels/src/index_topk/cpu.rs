@@ -5,7 +5,7 @@ use crate::faults::Faults;
 
 /// A key whose unsigned order is the score order, ties going to the lower index (scores NaN-free; -0.0 equals +0.0).
 #[inline]
-fn rank_key(score: f32, idx: usize, lower_first: bool) -> u64 {
+pub(crate) fn rank_key(score: f32, idx: usize, lower_first: bool) -> u64 {
     let bits = if score == 0.0 { 0 } else { score.to_bits() };
     let ordered = if bits >> 31 == 1 { !bits } else { bits | 0x8000_0000 };
     let tie = if lower_first { u32::MAX - idx as u32 } else { idx as u32 };

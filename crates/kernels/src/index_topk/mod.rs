@@ -1,6 +1,6 @@
 //! `index_topk`: per query row, the compressed entries with the `index_topk` highest indexer scores, ascending, -1 padded.
 
-mod cpu;
+pub(crate) mod cpu;
 
 pub use cpu::index_topk;
 
