@@ -1,5 +1,9 @@
 //! Engram's per-layer hash constants: odd multipliers from numpy's generator and prime table sizes.
 
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_kernels::engram_hash::engram_hash;
+
 use super::numpy_rng;
 
 /// numpy seed stride between Engram layers (`seed + 10007 * layer_id`).
@@ -99,13 +103,21 @@ pub fn row_ids(tables: &LayerTables, compressed: &[u64], pos: usize, pad: u64, n
         (max_ngram - 1) * n_heads,
         "engram row ids: wrong output length"
     );
-    let token = |back: usize| if pos >= back { compressed[pos - back] } else { pad };
-    let mut mix = token(0).wrapping_mul(tables.multipliers[0]);
-    for n in 1..max_ngram {
-        mix ^= token(n).wrapping_mul(tables.multipliers[n]);
-        for h in 0..n_heads {
-            let head = (n - 1) * n_heads + h;
-            out[head] = mix % tables.primes[head] + tables.offsets[head];
-        }
+    let tokens: Vec<i32> = (0..max_ngram)
+        .map(|back| if pos >= back { compressed[pos - back] } else { pad } as i32)
+        .collect();
+    let primes: Vec<i32> = tables.primes.iter().map(|&p| p as i32).collect();
+    let mut rows = vec![0i32; out.len()];
+    engram_hash(
+        &tokens,
+        &tables.multipliers,
+        &primes,
+        n_heads,
+        &mut rows,
+        &CpuLaunch::serial(),
+        Faults::NONE,
+    );
+    for (o, r) in out.iter_mut().zip(rows) {
+        *o = r as u64;
     }
 }
