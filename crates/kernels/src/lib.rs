@@ -10,6 +10,7 @@ pub mod rms_norm;
 // group A: elementwise, norms, RoPE, quantisation round trips
 pub mod act_quant;
 pub mod embedding;
+pub mod engram_gate;
 pub mod engram_hash;
 pub mod fp4_round_trip;
 pub mod hadamard;

@@ -9,6 +9,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         // group A: elementwise, norms, RoPE, quantisation round trips
         &crate::act_quant::ActQuant,
         &crate::embedding::Embedding,
+        &crate::engram_gate::EngramGate,
         &crate::engram_hash::EngramHash,
         &crate::fp4_round_trip::Fp4RoundTrip,
         &crate::nvfp4_round_trip::Nvfp4RoundTrip,

@@ -51,6 +51,8 @@ impl Kernel for Compress {
             (4, 4, 512, 1, 7),
             (3, 128, 17, 0, 3),
             (2, 128, 512, 0, 3),
+            // DeepSeek V4.1's ratio-2 pair pooling (the model passes a zero ape).
+            (5, 2, 512, 0, 9),
         ] {
             cases.push(Case::new(
                 rows,
