@@ -1,8 +1,9 @@
 """Float64 reference of the DeepSeek V4.1 forward pass (family dsv41), written from MODELS-V41.md; no transformers module exists.
 
 Usage: tools/reference/run.sh dsv41_f64.py CKPT OUT   (CKPT from `tensorfold synth --family dsv41 --preset tiny --seed 0`)
-Writes OUT/{short,long}.safetensors: input ids, Engram compressed ids and row ids, each index source's top-k, every
-layer's output streams at chosen positions, top-64 logits there, the last row's logits and a greedy continuation.
+Writes OUT/{short,long}.safetensors: input ids, Engram compressed ids and row ids, each index source's top-k, the
+streams after each Engram step and every layer's output streams at chosen positions, top-64 logits there, the last
+row's logits and a greedy continuation.
 
 Arithmetic: every weight dequantized exactly; activations in f64 with no bf16 or act_quant rounding; the fake-quant
 round trips the specification names are applied (window KV FP8 per 32, compressed KV FP4 with e4m3 scales per 16,
@@ -221,10 +222,11 @@ class Model:
         pi = torch.zeros(T, hc, dtype=F)
         pi[:, 0] = 1.0
         st = {"comp": {}, "keys": {}, "topk": {}, "pool": None}
-        layers = []
+        layers, engram_out = [], {}
         for l in range(c["num_hidden_layers"]):
             if l in rows:
                 X = self.engram(l, X, rows[l])
+                engram_out[l] = X.clone()
             a_pi, a_post, a_comb = self.mixes(l, X, "attn")
             u = ops.rms_norm((pi[:, :, None] * X).sum(1), self.w(f"layers.{l}.attn_norm.weight"), self.eps)
             a = self.attention(l, u, pos, st)
@@ -237,7 +239,7 @@ class Model:
             layers.append(X.clone())
         h = ops.rms_norm((pi[:, :, None] * X).sum(1), self.w("norm.weight"), self.eps)
         logits = h @ self.w("head.weight").T
-        return logits, layers, compressed, rows, st["topk"]
+        return logits, layers, compressed, rows, st["topk"], engram_out
 
 
 def positions(n: int) -> list:
@@ -255,7 +257,7 @@ def main() -> None:
     bos = model.c["bos_token_id"]
     for name, text in (("short", SHORT), ("long", LONG)):
         ids = [bos] + tok.encode(text, add_special_tokens=False).ids
-        logits, layers, compressed, rows, topk = model.forward(ids)
+        logits, layers, compressed, rows, topk, engram_out = model.forward(ids)
         pos = torch.tensor(positions(len(ids)))
         top = logits[pos].topk(TOP, dim=-1)
         greedy, seq = [], list(ids)
@@ -277,6 +279,8 @@ def main() -> None:
         k = model.c["index_topk"]
         for l, sel in topk.items():
             tensors[f"topk.{l}"] = torch.tensor([s + [-1] * (k - len(s)) for s in sel], dtype=torch.int32)
+        for l, X in engram_out.items():
+            tensors[f"engram_out.{l}"] = X[pos].float().contiguous()
         for i, X in enumerate(layers):
             tensors[f"layer.{i}"] = X[pos].float().contiguous()
         meta = {"checkpoint_sha256": sha, "torch": torch.__version__, "numpy": np.__version__, "text": text,

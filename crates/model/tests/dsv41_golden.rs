@@ -3,6 +3,12 @@
 use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
+use tensorfold_formats::bf16::bf16_to_f32;
+use tensorfold_formats::block_fp8::{self, Block, BlockScales};
+use tensorfold_kernels::Faults;
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_kernels::engram_gate::engram_gate;
+use tensorfold_model::Checkpoint;
 use tensorfold_model::dsv41::engram::{TokenMap, layer_tables, row_ids};
 use tensorfold_model::synth::tokenizer::TOKENIZER_JSON;
 use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
@@ -39,21 +45,65 @@ fn metadata(bytes: &[u8], key: &str) -> String {
         .unwrap_or_default()
 }
 
+fn floats(st: &safetensors::SafeTensors, name: &str) -> Vec<f32> {
+    let t = st.tensor(name).unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+    assert_eq!(t.dtype(), safetensors::Dtype::F32, "golden tensor {name}");
+    t.data()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The tiny V4.1 checkpoint with seed 0, written once per test binary.
+fn tiny_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SynthOptions {
+            preset: Dsv41Preset::Tiny,
+            seed: 0,
+            out: dir.path().to_path_buf(),
+            shard_bytes: synth::DEFAULT_SHARD_BYTES,
+            chat_template: true,
+            force: false,
+        };
+        synth::write_dsv41(&opts).unwrap();
+        dir
+    })
+    .path()
+}
+
+/// A dense f32 copy of an FP8 weight with `block` scales.
+fn fp8_weight(ckpt: &Checkpoint, prefix: &str, block: Block) -> (Vec<f32>, usize, usize) {
+    let w = ckpt.get(&format!("{prefix}.weight")).unwrap();
+    let s = ckpt.get(&format!("{prefix}.scale")).unwrap();
+    let (rows, cols) = (w.shape[0], w.shape[1]);
+    let mut out = vec![0f32; rows * cols];
+    block_fp8::dequantize_blocks(w.bytes, BlockScales::E8m0(s.bytes), block, rows, cols, &mut out).unwrap();
+    (out, rows, cols)
+}
+
+fn bf16_tensor(ckpt: &Checkpoint, name: &str) -> Vec<f32> {
+    let t = ckpt.get(name).unwrap();
+    t.bytes
+        .chunks(2)
+        .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+        .collect()
+}
+
+/// Relative norm of `a - b` against `b`.
+fn rel(a: &[f32], b: &[f32]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+    let den: f64 = b.iter().map(|&y| (y as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
 #[test]
 fn goldens_were_made_from_the_current_tiny_synth() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Dsv41Preset::Tiny,
-        seed: 0,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write_dsv41(&opts).unwrap();
+    let dir = tiny_dir();
     let sha = format!(
         "{:x}",
-        Sha256::digest(std::fs::read(dir.path().join("model.safetensors")).unwrap())
+        Sha256::digest(std::fs::read(dir.join("model.safetensors")).unwrap())
     );
     for name in ["short", "long"] {
         let want = metadata(&golden_bytes(name), "checkpoint_sha256");
@@ -100,6 +150,80 @@ fn engram_ids_and_rows_match_the_reference() {
                 let want_row: Vec<u64> = want[pos * heads..(pos + 1) * heads].iter().map(|&v| v as u64).collect();
                 assert_eq!(got, want_row, "{name}: layer {} rows at position {pos}", t.layer_idx);
             }
+        }
+    }
+}
+
+/// Engram step against float64: inputs and outputs rounded to f32 (2^-24 each), the wkv product in f64 here, the gate by the `engram_gate` kernel.
+const ENGRAM_REL_BOUND: f64 = 1e-6;
+
+#[test]
+fn engram_step_matches_the_reference() {
+    let ckpt = Checkpoint::open(tiny_dir()).unwrap();
+    let c = Dsv41Preset::Tiny.config().text_config;
+    let tokenizer = tokenizers::Tokenizer::from_bytes(TOKENIZER_JSON).unwrap();
+    let map = TokenMap::build(&tokenizer).unwrap();
+    let tables = layer_tables(
+        &c.engram_layer_ids,
+        &c.engram_vocab_size,
+        c.engram_n_heads,
+        map.num_compressed as u64,
+    );
+    let (d, hc, hd) = (c.hidden_size, c.hc_mult, c.engram_head_dim);
+    let heads = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+    for name in ["short", "long"] {
+        let bytes = golden_bytes(name);
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let compressed: Vec<u64> = ints(&st, "input_ids").iter().map(|&id| map.get(id as u32)).collect();
+        let positions: Vec<usize> = ints(&st, "positions").iter().map(|&p| p as usize).collect();
+        for t in &tables {
+            let l = t.layer_idx;
+            let p = format!("layers.{l}.engram");
+            let table = ckpt.get(&format!("{p}.embed.weight")).unwrap();
+            let table_scale = ckpt.get(&format!("{p}.embed.scale")).unwrap();
+            let num_rows = table.shape[0];
+            let (wkv, kv_dim, in_dim) = fp8_weight(&ckpt, &format!("{p}.wkv"), Block::B32);
+            assert_eq!((kv_dim, in_dim), ((hc + 1) * d, heads * hd));
+            let (qw, kw) = (
+                bf16_tensor(&ckpt, &format!("{p}.q_weight")),
+                bf16_tensor(&ckpt, &format!("{p}.k_weight")),
+            );
+            let mut x = floats(&st, &format!("layer.{}", l - 1));
+            let (mut keys, mut v) = (Vec::new(), Vec::new());
+            let mut ids = vec![0u64; heads];
+            for &pos in &positions {
+                row_ids(
+                    t,
+                    &compressed,
+                    pos,
+                    map.get(c.engram_pad_id),
+                    c.engram_n_heads,
+                    &mut ids,
+                );
+                let mut emb = vec![0f32; heads * hd];
+                for (h, &r) in ids.iter().enumerate() {
+                    let r = r as usize;
+                    let scales = BlockScales::E8m0(table_scale.bytes);
+                    let q_row = &table.bytes[r * hd..(r + 1) * hd];
+                    let out = &mut emb[h * hd..(h + 1) * hd];
+                    block_fp8::dequantize_row_blocks(q_row, scales, Block::ROW32, num_rows, r, out).unwrap();
+                }
+                let kv: Vec<f32> = wkv
+                    .chunks(in_dim)
+                    .map(|w| w.iter().zip(&emb).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() as f32)
+                    .collect();
+                keys.extend_from_slice(&kv[..hc * d]);
+                v.extend_from_slice(&kv[hc * d..]);
+            }
+            let eps = c.rms_norm_eps as f32;
+            engram_gate(&mut x, &keys, &v, &qw, &kw, hc, eps, &CpuLaunch::serial(), Faults::NONE);
+            let want = floats(&st, &format!("engram_out.{l}"));
+            let err = rel(&x, &want);
+            eprintln!("{name}: Engram before layer {l}: rel err {err:.2e}");
+            assert!(
+                err < ENGRAM_REL_BOUND,
+                "{name}: Engram before layer {l}: rel err {err:e}"
+            );
         }
     }
 }
