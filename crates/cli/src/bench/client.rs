@@ -49,7 +49,10 @@ impl Client {
     pub async fn connect(a: &ServerArgs) -> anyhow::Result<Client> {
         let base = a.url.trim_end_matches('/').trim_end_matches("/v1").to_string();
         if !base.starts_with("http://") {
-            bail!("--url must start with http:// (this build speaks plain HTTP), got `{}`", a.url);
+            bail!(
+                "--url must start with http:// (this build speaks plain HTTP), got `{}`",
+                a.url
+            );
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -77,11 +80,10 @@ impl Client {
 
     async fn first_model(&self) -> anyhow::Result<String> {
         let url = format!("{}/v1/models", self.base);
-        let r = self
-            .request(self.http.get(&url))
-            .send()
-            .await
-            .with_context(|| format!("reaching {url}; is the server running? (start one with `tensorfold serve`)"))?;
+        let r =
+            self.request(self.http.get(&url)).send().await.with_context(|| {
+                format!("reaching {url}; is the server running? (start one with `tensorfold serve`)")
+            })?;
         let v = ok_json(r, &url).await?;
         v["data"][0]["id"]
             .as_str()
@@ -142,7 +144,11 @@ async fn ok_json(r: reqwest::Response, url: &str) -> anyhow::Result<Value> {
     let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     if !status.is_success() {
         let msg = v["error"]["message"].as_str().unwrap_or(text.as_str());
-        let hint = if status.as_u16() == 401 { " (pass --api-key)" } else { "" };
+        let hint = if status.as_u16() == 401 {
+            " (pass --api-key)"
+        } else {
+            ""
+        };
         bail!("{url} answered {status}: {msg}{hint}");
     }
     if v.is_null() {
@@ -180,11 +186,17 @@ impl Reply {
     /// Takes in one event; true when it carried the finish reason.
     fn event(&mut self, v: &Value, at: f64) -> anyhow::Result<bool> {
         if let Some(e) = v.get("error") {
-            bail!("the server failed mid-stream: {}", e["message"].as_str().unwrap_or(&e.to_string()));
+            bail!(
+                "the server failed mid-stream: {}",
+                e["message"].as_str().unwrap_or(&e.to_string())
+            );
         }
         let mut finished = false;
         if let Some(ch) = v["choices"].get(0) {
-            let text = ch["text"].as_str().or_else(|| ch["delta"]["content"].as_str()).unwrap_or("");
+            let text = ch["text"]
+                .as_str()
+                .or_else(|| ch["delta"]["content"].as_str())
+                .unwrap_or("");
             if !text.is_empty() {
                 self.text_times.push(at);
                 self.text.push_str(text);

@@ -122,7 +122,10 @@ async fn pass(client: &Client, set: &[Req], label: String, concurrency: usize, p
         label,
         concurrency,
         wall,
-        replies: replies.into_iter().map(|r| r.expect("every request answered")).collect(),
+        replies: replies
+            .into_iter()
+            .map(|r| r.expect("every request answered"))
+            .collect(),
     })
 }
 
@@ -132,7 +135,9 @@ pub async fn run(a: ConcurrentArgs) -> anyhow::Result<()> {
         "--concurrency takes levels of at least 1, e.g. 1,8,32,64"
     );
     anyhow::ensure!(a.max_tokens >= 1, "--max-tokens must be at least 1");
-    let n = a.requests.unwrap_or(*a.concurrency.iter().max().expect("checked non-empty"));
+    let n = a
+        .requests
+        .unwrap_or(*a.concurrency.iter().max().expect("checked non-empty"));
     anyhow::ensure!(n >= 1, "--requests must be at least 1");
     let client = Client::connect(&a.server).await?;
     let set = request_set(&client, n, a.max_tokens);
@@ -199,7 +204,16 @@ fn print_table(client: &Client, a: &ConcurrentArgs, n: usize, phases: &[Phase], 
     println!("latency is each request's time from sending to the end of its stream");
     println!(
         "{:<20} {:>5} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  token_sha vs `{}`",
-        "run", "conc", "wall s", "tokens", "tokens/s", "lat p50", "lat p90", "lat max", "TTFT p50", "TTFT p90",
+        "run",
+        "conc",
+        "wall s",
+        "tokens",
+        "tokens/s",
+        "lat p50",
+        "lat p90",
+        "lat max",
+        "TTFT p50",
+        "TTFT p90",
         phases[0].label
     );
     for (i, (p, bad)) in phases.iter().zip(bad).enumerate() {

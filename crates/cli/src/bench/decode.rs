@@ -81,7 +81,10 @@ impl Row {
 
 pub async fn run(a: DecodeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.runs >= 1, "--runs must be at least 1");
-    anyhow::ensure!(a.max_tokens >= 2, "--max-tokens must be at least 2 to time a decode step");
+    anyhow::ensure!(
+        a.max_tokens >= 2,
+        "--max-tokens must be at least 2 to time a decode step"
+    );
     let chosen = prompts::pick(&a.prompts)?;
     let client = Client::connect(&a.server).await?;
     let mut rows = Vec::new();
