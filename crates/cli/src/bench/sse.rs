@@ -5,21 +5,27 @@
 pub struct SseParser {
     buf: Vec<u8>,
     data: Option<String>,
+    /// The last line ended in CR at the end of a push, so a LF that opens the next push belongs to it.
+    skip_lf: bool,
 }
 
 impl SseParser {
     /// Feeds `bytes`; returns the data of every event completed by them, in order.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend_from_slice(bytes);
+        let skip = self.skip_lf && bytes.first() == Some(&b'\n');
+        if !bytes.is_empty() {
+            self.skip_lf = false;
+        }
+        self.buf.extend_from_slice(&bytes[usize::from(skip)..]);
         let mut events = Vec::new();
         let mut start = 0;
         while let Some(off) = self.buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') {
             let end = start + off;
-            let next = match self.buf[end] {
-                b'\r' if end + 1 == self.buf.len() => break,
-                b'\r' if self.buf[end + 1] == b'\n' => end + 2,
+            let next = match self.buf.get(end..end + 2) {
+                Some(b"\r\n") => end + 2,
                 _ => end + 1,
             };
+            self.skip_lf = self.buf[end] == b'\r' && next == self.buf.len();
             let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
             start = next;
             if line.is_empty() {
@@ -72,6 +78,14 @@ mod tests {
         let mut p = SseParser::default();
         let got: Vec<String> = bytes.iter().flat_map(|b| p.push(&[*b])).collect();
         assert_eq!(got, all_at_once(), "one byte at a time");
+    }
+
+    #[test]
+    fn a_crlf_split_after_the_cr_is_one_line_end() {
+        let mut p = SseParser::default();
+        assert!(p.push(b"data: x\r").is_empty());
+        assert!(p.push(b"\n").is_empty());
+        assert_eq!(p.push(b"\n"), ["x"]);
     }
 
     #[test]
