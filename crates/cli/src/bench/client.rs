@@ -166,7 +166,6 @@ pub struct Reply {
     pub finish_at: Option<f64>,
     /// End of the stream.
     pub end: f64,
-    pub text: String,
     pub finish_reason: Option<String>,
     pub prompt_tokens: Option<usize>,
     pub completion_tokens: Option<usize>,
@@ -199,7 +198,6 @@ impl Reply {
                 .unwrap_or("");
             if !text.is_empty() {
                 self.text_times.push(at);
-                self.text.push_str(text);
             }
             if let Some(r) = ch["finish_reason"].as_str() {
                 self.finish_reason = Some(r.to_string());
