@@ -108,7 +108,7 @@ impl Client {
             .json(body)
             .send()
             .await
-            .with_context(|| format!("sending to {url}"))?;
+            .with_context(|| format!("sending to {url}; is the server running?"))?;
         if !r.status().is_success() {
             return Err(ok_json(r, &url).await.expect_err("a failure status is an error"));
         }
