@@ -57,6 +57,45 @@ fn synth_then_info() {
 }
 
 #[test]
+fn dsv41_synth_then_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let out = tensorfold(&["synth", "--family", "dsv41", "--preset", "tiny", "--out", path]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = tensorfold(&["info", path]);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    for needle in [
+        "family       dsv41",
+        "all match the dsv41 manifest",
+        "layer 2   ratio 2, KV source, indexer with keys",
+        "layer 6   ratio 1, reads KV of 4, indexer queries, keys of 4, inside the candidate pool",
+        "Engram before",
+        "dspark 2",
+        "Engram tables",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+    let out = tensorfold(&["info", path, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["family"], "dsv41");
+    assert_eq!(v["engram_layer_ids"], serde_json::json!([1, 3]));
+    let out = tensorfold(&[
+        "synth",
+        "--family",
+        "dsv41",
+        "--preset",
+        "flash-layers",
+        "--out",
+        path,
+        "--force",
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("choose tiny or small"), "{}", text(&out));
+}
+
+#[test]
 fn errors_exit_nonzero_with_a_fix() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap();
