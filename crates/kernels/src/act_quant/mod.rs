@@ -153,7 +153,7 @@ impl Kernel for ActQuant {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let y = out[0].f32();
         y.copy_from_slice(inputs[0].buf.f32());
         act_quant(y, case.get("dim"), case.get("n"), case.get("block"), l, faults);

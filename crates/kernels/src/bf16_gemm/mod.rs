@@ -106,7 +106,7 @@ impl Kernel for Bf16Gemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (n, k) = (case.get("n"), case.get("k"));
         bf16_gemm(
             inputs[0].buf.f32(),

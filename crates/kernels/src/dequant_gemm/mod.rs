@@ -120,7 +120,7 @@ impl Kernel for DequantGemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (n, k, groups) = (case.get("n"), case.get("k"), case.get("groups"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         dequant_gemm(x, w, s, format(case), n, k, groups, out[0].f32(), l, faults);

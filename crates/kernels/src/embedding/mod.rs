@@ -95,7 +95,7 @@ impl Kernel for Embedding {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         embedding(
             inputs[0].buf.u8(),
             case.get("dim"),

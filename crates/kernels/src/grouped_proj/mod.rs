@@ -97,7 +97,7 @@ impl Kernel for GroupedProj {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (g, o_lora, d) = (case.get("groups"), case.get("o_lora"), case.get("d"));
         let (o, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         grouped_proj(o, w, s, g, o_lora, d / g, out[0].f32(), l, faults);

@@ -105,7 +105,7 @@ impl Kernel for HashRouter {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let [idx, weights] = out else {
             panic!("hash_router has two outputs")
         };

@@ -106,7 +106,7 @@ impl Kernel for HcHead {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let arg = |i: usize| inputs[i].buf.f32();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
         hc_head(

@@ -87,7 +87,7 @@ impl Kernel for HcMix {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let hc_dim = case.get("hc") * case.get("dim");
         hc_mix(
             inputs[0].buf.f32(),

@@ -96,7 +96,7 @@ impl Kernel for HcPost {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let arg = |i: usize| inputs[i].buf.f32();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
         hc_post(arg(0), arg(1), arg(2), arg(3), hc, dim, out[0].f32(), l, faults);

@@ -88,7 +88,7 @@ impl Kernel for HcPre {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
         hc_pre(
             inputs[0].buf.f32(),

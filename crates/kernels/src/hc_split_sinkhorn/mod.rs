@@ -127,7 +127,7 @@ impl Kernel for HcSplitSinkhorn {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let [pre, post, comb] = out else {
             panic!("hc_split_sinkhorn has three outputs")
         };

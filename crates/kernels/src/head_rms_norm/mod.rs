@@ -86,7 +86,7 @@ impl Kernel for HeadRmsNorm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let y = out[0].f32();
         y.copy_from_slice(inputs[0].buf.f32());
         head_rms_norm(y, case.get("head_dim"), EPS, l, faults);

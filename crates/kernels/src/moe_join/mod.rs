@@ -85,7 +85,7 @@ impl Kernel for MoeJoin {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (k, dim) = (case.get("k"), case.get("dim"));
         moe_join(
             inputs[0].buf.f32(),

@@ -125,7 +125,7 @@ impl Kernel for Router {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let [idx, weights] = out else {
             panic!("router has two outputs")
         };

@@ -93,7 +93,7 @@ impl Kernel for Swiglu {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let _ = case;
         let (g, u, w) = (inputs[0].buf.f32(), inputs[1].buf.f32(), inputs[2].buf.f32());
         swiglu(g, u, w, SWIGLU_LIMIT, out[0].f32(), l, faults);
