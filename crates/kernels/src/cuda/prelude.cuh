@@ -21,3 +21,37 @@ __device__ __forceinline__ float tf_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+
+// `2^ceil(log2(max(amax, floor) / qmax))`, exactly as the CPU's pow2_scale.
+__device__ __forceinline__ float tf_pow2_scale(float amax, float floor, float qmax) {
+    u32 b = __float_as_uint(fmaxf(amax, floor) / qmax);
+    int e = (int)((b >> 23) & 255u) - 127 + ((b & 0x7fffffu) != 0u);
+    return __uint_as_float((u32)(e + 127) << 23);
+}
+
+// Round |q| <= qmax to a float format's grid, ties to even: mantissa rounding for normals, a magic add below them.
+__device__ __forceinline__ float tf_round_grid(float q, float min_normal, float magic, int drop_bits) {
+    u32 qi = __float_as_uint(q);
+    u32 a = qi & 0x7fffffffu;
+    float af = __uint_as_float(a);
+    u32 r;
+    if (af < min_normal) {
+        r = __float_as_uint(__fsub_rn(__fadd_rn(af, magic), magic));
+    } else {
+        u32 half = (1u << (drop_bits - 1)) - 1u;
+        r = (a + half + ((a >> drop_bits) & 1u)) & (0xffffffffu << drop_bits);
+    }
+    return __uint_as_float(r | (qi & 0x80000000u));
+}
+
+// FP8 e4m3 round trip of v at block scale s.
+__device__ __forceinline__ float tf_round_trip_e4m3(float v, float s) {
+    float q = fminf(fmaxf(v / s, -448.0f), 448.0f);
+    return tf_round_grid(q, 1.0f / 64.0f, 24576.0f, 20) * s;
+}
+
+// FP4 e2m1 round trip of v at block scale s.
+__device__ __forceinline__ float tf_round_trip_e2m1(float v, float s) {
+    float q = fminf(fmaxf(v / s, -6.0f), 6.0f);
+    return tf_round_grid(q, 1.0f, 6291456.0f, 22) * s;
+}
