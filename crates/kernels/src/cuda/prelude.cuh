@@ -55,3 +55,6 @@ __device__ __forceinline__ float tf_round_trip_e2m1(float v, float s) {
     float q = fminf(fmaxf(v / s, -6.0f), 6.0f);
     return tf_round_grid(q, 1.0f, 6291456.0f, 22) * s;
 }
+
+// `ln(1 + e^x)` as `max(x, 0) + log1p(e^-|x|)`: no overflow, accurate to a few ulp.
+__device__ __forceinline__ float tf_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }

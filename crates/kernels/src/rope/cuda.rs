@@ -34,7 +34,9 @@ pub fn rope_cuda(
 ) -> Result<(), String> {
     let pairs = inv_freq.len();
     if pairs > MAX_PAIRS || 2 * pairs > head_dim {
-        return Err(format!("rope on CUDA: {pairs} pairs for head_dim {head_dim} (at most {MAX_PAIRS})"));
+        return Err(format!(
+            "rope on CUDA: {pairs} pairs for head_dim {head_dim} (at most {MAX_PAIRS})"
+        ));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "rope", faults)?;
@@ -44,9 +46,23 @@ pub fn rope_cuda(
     let mut y = gpu.output(out)?;
     {
         let mut yv = y.view();
-        let (r, l, h, p, inv) = (rows as i32, row_len as i32, head_dim as i32, pairs as i32, inverse as i32);
+        let (r, l, h, p, inv) = (
+            rows as i32,
+            row_len as i32,
+            head_dim as i32,
+            pairs as i32,
+            inverse as i32,
+        );
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&pd).arg(&fd).arg(&mut yv).arg(&r).arg(&l).arg(&h).arg(&p).arg(&inv);
+        b.arg(&xd)
+            .arg(&pd)
+            .arg(&fd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&l)
+            .arg(&h)
+            .arg(&p)
+            .arg(&inv);
         // SAFETY: the arguments match the kernel's signature; x and out hold `rows * row_len` values.
         cuda::launched("rope", unsafe { b.launch(launch.config(rows)) })?;
     }
