@@ -1,4 +1,4 @@
-// act_quant: one block per row; the row staged in shared memory, then one warp per quant block: exact amax by shuffles, the FP8 round trip.
+// act_quant: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then one warp per quant block: exact amax by shuffles, the FP8 round trip.
 #define MAX_ROW 8192
 
 extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row_len, int n, int block) {
@@ -19,9 +19,7 @@ extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row
             xs[i] = xr[i];
             if (i >= end) yr[i] = xr[i];
         }
-#ifndef TF_FAULT_race_no_sync
         __syncthreads();
-#endif
         for (int b = warp; b < nblk; b += warps) {
             int lo = b * block, hi = min(lo + block, end);
             float m = 0.0f;
@@ -30,6 +28,8 @@ extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row
             float s = tf_pow2_scale(m, 1e-4f, 448.0f);
             for (int i = lo + lane; i < hi; i += 32) yr[i] = tf_round_trip_e4m3(xs[i], s);
         }
+#ifndef TF_FAULT_race_no_sync
         __syncthreads();
+#endif
     }
 }

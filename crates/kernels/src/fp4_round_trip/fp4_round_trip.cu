@@ -1,4 +1,4 @@
-// fp4_round_trip: one block per row; the row staged in shared memory, then one warp per 32-value block: exact amax by shuffles, the FP4 round trip.
+// fp4_round_trip: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then one warp per 32-value block: exact amax by shuffles, the FP4 round trip.
 #define MAX_ROW 8192
 #define FP4_BLOCK 32
 
@@ -22,9 +22,7 @@ extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, in
             xs[i] = xr[i];
             if (i >= used) yr[i] = xr[i];
         }
-#ifndef TF_FAULT_race_no_sync
         __syncthreads();
-#endif
         for (int b = warp; b < nblk; b += warps) {
             int lo = b * block, hi = min(lo + block, used);
             float m = 0.0f;
@@ -33,6 +31,8 @@ extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, in
             float s = tf_pow2_scale(m, floor, 6.0f);
             for (int i = lo + lane; i < hi; i += 32) yr[i] = tf_round_trip_e2m1(xs[i], s);
         }
+#ifndef TF_FAULT_race_no_sync
         __syncthreads();
+#endif
     }
 }

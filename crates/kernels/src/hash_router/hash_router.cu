@@ -1,4 +1,4 @@
-// hash_router: one thread per (row, slot), a block's slots staged in shared memory; each row's first slot sums the row's weights in slot order.
+// hash_router: one thread per (row, slot), a block's slots staged in shared memory; one thread sums each row's weights in slot order.
 #define MAX_BLOCK 1024
 
 extern "C" __global__ void hash_router(const float* logits, const i32* token_ids, const i32* tid2eid, i32* idx, float* weights,
@@ -19,19 +19,21 @@ extern "C" __global__ void hash_router(const float* logits, const i32* token_ids
             idx[(size_t)r * k + j] = e;
             w[t] = e >= 0 && e < experts ? sqrtf(tf_softplus(logits[(size_t)r * experts + e])) : __int_as_float(0x7fc00000);
         }
-#ifndef TF_FAULT_race_no_sync
         __syncthreads();
-#endif
-        if (active && j == 0) {
+        if (threadIdx.x == 0) {
             int used = k;
 #ifdef TF_FAULT_drop_last_in_sum
             used = k - 1;
 #endif
-            float s = 0.0f;
-            for (int q = 0; q < used; ++q) s += w[t + q];
-            sums[t] = s;
+            for (int q = 0; q < rows_per_block; ++q) {
+                float s = 0.0f;
+                for (int j2 = 0; j2 < used; ++j2) s += w[q * k + j2];
+                sums[q * k] = s;
+            }
         }
+#ifndef TF_FAULT_race_no_sync
         __syncthreads();
+#endif
         if (active) weights[(size_t)r * k + j] = w[t] / sums[t - j] * scale;
         __syncthreads();
     }

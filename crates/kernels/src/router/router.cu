@@ -38,9 +38,7 @@ extern "C" __global__ void router(const float* logits, const float* bias, i32* i
                 warp_val[warp] = bv;
                 warp_idx[warp] = bi;
             }
-#ifndef TF_FAULT_race_no_sync
             __syncthreads();
-#endif
             if (threadIdx.x == 0) {
                 float v = warp_val[0];
                 int i = warp_idx[0];
@@ -49,7 +47,9 @@ extern "C" __global__ void router(const float* logits, const float* bias, i32* i
                 sel[j] = i;
                 vals[i] = -__int_as_float(0x7f800000);
             }
+#ifndef TF_FAULT_race_no_sync
             __syncthreads();
+#endif
         }
         if (threadIdx.x == 0) {
             int used = k;
