@@ -1,4 +1,4 @@
-// fp4_round_trip: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then one warp per 32-value block: exact amax by shuffles, the FP4 round trip.
+// fp4_round_trip: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then each warp a contiguous run of 32-value blocks: exact amax by shuffles, the FP4 round trip.
 #define MAX_ROW 8192
 #define FP4_BLOCK 32
 
@@ -23,7 +23,8 @@ extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, in
             if (i >= used) yr[i] = xr[i];
         }
         __syncthreads();
-        for (int b = warp; b < nblk; b += warps) {
+        int per = (nblk + warps - 1) / warps;
+        for (int b = warp * per; b < min(nblk, (warp + 1) * per); ++b) {
             int lo = b * block, hi = min(lo + block, used);
             float m = 0.0f;
             for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xs[i]));
