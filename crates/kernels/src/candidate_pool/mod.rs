@@ -115,7 +115,7 @@ impl Kernel for CandidatePool {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (block, top) = (case.get("block"), case.get("top_blocks"));
         candidate_pool(
             inputs[0].buf.f32(),

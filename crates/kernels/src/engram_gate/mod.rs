@@ -115,7 +115,7 @@ impl Kernel for EngramGate {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let x = out[0].f32();
         x.copy_from_slice(inputs[0].buf.f32());
         let (keys, v, qw, kw) = (

@@ -118,7 +118,7 @@ impl Kernel for EngramHash {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (tokens, primes) = (inputs[0].buf.i32(), inputs[2].buf.i32());
         engram_hash(
             tokens,

@@ -100,7 +100,7 @@ impl Kernel for Nvfp4RoundTrip {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let y = out[0].f32();
         y.copy_from_slice(inputs[0].buf.f32());
         nvfp4_round_trip(y, case.get("dim"), l, faults);
