@@ -1,8 +1,8 @@
-// act_quant: one block per row; each quant block's amax by atomicMax on the bits (exact, order-free) in shared memory, then the FP8 round trip.
-#define MAX_QBLOCKS 1024
+// act_quant: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then one warp per quant block: exact amax by shuffles, the FP8 round trip.
+#define MAX_ROW 8192
 
 extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row_len, int n, int block) {
-    __shared__ u32 amax[MAX_QBLOCKS];
+    __shared__ float xs[MAX_ROW];
 #ifdef TF_FAULT_block_plus_one
     block += 1;
 #endif
@@ -11,19 +11,25 @@ extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row
     end = n > 0 ? (n - 1) / block * block : 0;
 #endif
     int nblk = (end + block - 1) / block;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + (size_t)r * row_len;
-        for (int b = threadIdx.x; b < nblk; b += blockDim.x) amax[b] = 0u;
+        float* yr = y + (size_t)r * row_len;
+        for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
+            xs[i] = xr[i];
+            if (i >= end) yr[i] = xr[i];
+        }
         __syncthreads();
-        for (int i = threadIdx.x; i < end; i += blockDim.x) atomicMax(&amax[i / block], __float_as_uint(fabsf(xr[i])));
+        for (int b = warp; b < nblk; b += warps) {
+            int lo = b * block, hi = min(lo + block, end);
+            float m = 0.0f;
+            for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xs[i]));
+            for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            float s = tf_pow2_scale(m, 1e-4f, 448.0f);
+            for (int i = lo + lane; i < hi; i += 32) yr[i] = tf_round_trip_e4m3(xs[i], s);
+        }
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
-        for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
-            float v = xr[i];
-            if (i < end) v = tf_round_trip_e4m3(v, tf_pow2_scale(__uint_as_float(amax[i / block]), 1e-4f, 448.0f));
-            y[(size_t)r * row_len + i] = v;
-        }
-        __syncthreads();
     }
 }

@@ -1,12 +1,12 @@
-//! CUDA `act_quant`: one block per row, block amax by atomicMax in shared memory, the FP8 round trip as the CPU does it.
+//! CUDA `act_quant`: one block per row, the row staged in shared memory, one warp per quant block, the FP8 round trip as the CPU does it.
 
 use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
-/// The most quant blocks one row may have (the kernel's shared-memory amax array).
-pub const MAX_QBLOCKS: usize = 1024;
+/// The longest row the kernel's shared-memory stage holds.
+pub const MAX_ROW: usize = 8192;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "act_quant",
@@ -31,8 +31,10 @@ pub fn act_quant_cuda(
     out: &mut [f32],
     faults: Faults,
 ) -> Result<(), String> {
-    if n.div_ceil(block) > MAX_QBLOCKS {
-        return Err(format!("act_quant on CUDA: at most {MAX_QBLOCKS} blocks a row"));
+    if row_len > MAX_ROW || n > row_len || block == 0 {
+        return Err(format!(
+            "act_quant on CUDA: rows of at most {MAX_ROW} values, n {n} <= row, block > 0"
+        ));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "act_quant", faults)?;

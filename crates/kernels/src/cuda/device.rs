@@ -13,6 +13,9 @@ use cudarc::nvrtc::Ptx;
 use super::{CudaKernel, compile, libs};
 use crate::faults::Faults;
 
+/// Loaded modules by kernel name and planted control.
+type Modules = HashMap<(&'static str, Option<&'static str>), Arc<CudaModule>>;
+
 /// One GPU with its stream and the modules loaded so far (one per kernel and planted control).
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -20,7 +23,7 @@ pub struct Gpu {
     /// Compute capability as `major * 10 + minor` (90 on the H100 and H200).
     pub arch: u32,
     pub name: String,
-    modules: Mutex<HashMap<(&'static str, Option<&'static str>), Arc<CudaModule>>>,
+    modules: Mutex<Modules>,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {

@@ -111,7 +111,7 @@ mod tests {
         res.insert(
             "k".to_string(),
             Resources {
-                registers: 64,
+                registers: 72,
                 shared_bytes: 1024,
                 ..Resources::default()
             },
@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(
             check(&K, of(90).unwrap(), &res).len(),
             1,
-            "64 x 1024 registers do not fit"
+            "72 x 1024 registers do not fit"
         );
         res.get_mut("k").unwrap().registers = 32;
         assert!(check(&K, of(90).unwrap(), &res).is_empty());

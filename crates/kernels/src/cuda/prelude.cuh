@@ -58,3 +58,17 @@ __device__ __forceinline__ float tf_round_trip_e2m1(float v, float s) {
 
 // `ln(1 + e^x)` as `max(x, 0) + log1p(e^-|x|)`: no overflow, accurate to a few ulp.
 __device__ __forceinline__ float tf_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+
+// FP8 e4m3fn code to f32, exactly (0x7f and 0xff are NaN).
+__device__ __forceinline__ float tf_e4m3_to_f32(u8 c) {
+    if ((c & 0x7fu) == 0x7fu) return __int_as_float(0x7fc00000);
+    u32 e = (c >> 3) & 15u, m = c & 7u;
+    float v = e == 0u ? (float)m * 0.001953125f : __uint_as_float(((e + 120u) << 23) | (m << 20));
+    return (c & 0x80u) ? -v : v;
+}
+
+// e8m0 scale code to f32: 2^(code - 127), exactly (255 is NaN).
+__device__ __forceinline__ float tf_e8m0_to_f32(u8 c) {
+    if (c == 255u) return __int_as_float(0x7fc00000);
+    return c == 0u ? __uint_as_float(0x00400000u) : __uint_as_float((u32)c << 23);
+}

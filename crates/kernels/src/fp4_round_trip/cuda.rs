@@ -1,4 +1,4 @@
-//! CUDA `fp4_round_trip`: one block per row, 32-value block amax by atomicMax in shared memory, the FP4 round trip.
+//! CUDA `fp4_round_trip`: one block per row, the row staged in shared memory, one warp per quant block, the FP4 round trip.
 
 use cudarc::driver::PushKernelArg;
 
@@ -6,7 +6,7 @@ use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
 /// The longest row the kernel's shared-memory amax array covers.
-pub const MAX_ROW: usize = 1024 * 32;
+pub const MAX_ROW: usize = 8192;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp4_round_trip",

@@ -1,9 +1,9 @@
-// fp4_round_trip: one block per row; each 32-value block's amax by atomicMax on the bits (exact, order-free) in shared memory, then the FP4 round trip.
-#define MAX_QBLOCKS 1024
+// fp4_round_trip: one block per row; the row staged in shared memory (a barrier before the next row reuses it), then each warp a contiguous run of 32-value blocks: exact amax by shuffles, the FP4 round trip.
+#define MAX_ROW 8192
 #define FP4_BLOCK 32
 
 extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, int row_len) {
-    __shared__ u32 amax[MAX_QBLOCKS];
+    __shared__ float xs[MAX_ROW];
     int block = FP4_BLOCK;
 #ifdef TF_FAULT_block_plus_one
     block += 1;
@@ -14,19 +14,26 @@ extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, in
 #endif
     int nblk = (used + block - 1) / block;
     const float floor = 6.0f * 1.17549435e-38f;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + (size_t)r * row_len;
-        for (int b = threadIdx.x; b < nblk; b += blockDim.x) amax[b] = 0u;
+        float* yr = y + (size_t)r * row_len;
+        for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
+            xs[i] = xr[i];
+            if (i >= used) yr[i] = xr[i];
+        }
         __syncthreads();
-        for (int i = threadIdx.x; i < used; i += blockDim.x) atomicMax(&amax[i / block], __float_as_uint(fabsf(xr[i])));
+        int per = (nblk + warps - 1) / warps;
+        for (int b = warp * per; b < min(nblk, (warp + 1) * per); ++b) {
+            int lo = b * block, hi = min(lo + block, used);
+            float m = 0.0f;
+            for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xs[i]));
+            for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            float s = tf_pow2_scale(m, floor, 6.0f);
+            for (int i = lo + lane; i < hi; i += 32) yr[i] = tf_round_trip_e2m1(xs[i], s);
+        }
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
-        for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
-            float v = xr[i];
-            if (i < used) v = tf_round_trip_e2m1(v, tf_pow2_scale(__uint_as_float(amax[i / block]), floor, 6.0f));
-            y[(size_t)r * row_len + i] = v;
-        }
-        __syncthreads();
     }
 }

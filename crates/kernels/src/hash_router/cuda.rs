@@ -1,4 +1,4 @@
-//! CUDA `hash_router`: one block per row, experts from the token's table row, weights summed in slot order.
+//! CUDA `hash_router`: one thread per (row, slot), experts from the token's table row, weights summed in slot order.
 
 use cudarc::driver::PushKernelArg;
 
@@ -11,8 +11,8 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["hash_router"],
     controls: &["race_no_sync", "off_by_one_token", "drop_last_in_sum"],
     records: &[
-        CudaLaunch::new(32, 65_535),
-        CudaLaunch::new(32, 1),
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
     ],
 };
@@ -31,7 +31,7 @@ pub fn hash_router_cuda(
     weights: &mut [f32],
     faults: Faults,
 ) -> Result<(), String> {
-    if k == 0 || k > crate::router::MAX_TOPK {
+    if k == 0 || k > crate::router::MAX_TOPK || k > launch.block as usize {
         return Err(format!(
             "hash_router on CUDA: k {k} outside 1..={}",
             crate::router::MAX_TOPK
@@ -49,8 +49,9 @@ pub fn hash_router_cuda(
         let mut b = gpu.stream.launch_builder(&f);
         b.arg(&ld).arg(&td).arg(&ed).arg(&mut iv).arg(&mut wv);
         b.arg(&r).arg(&e).arg(&kk).arg(&v).arg(&routed_scaling_factor);
+        let groups = rows.div_ceil(launch.block as usize / k);
         // SAFETY: the arguments match the kernel's signature; ids outside the table or experts are never dereferenced.
-        cuda::launched("hash_router", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("hash_router", unsafe { b.launch(launch.config(groups)) })?;
     }
     id.finish(gpu, idx)?;
     wd.finish(gpu, weights)

@@ -114,12 +114,13 @@ impl Kernel for HcHead {
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
         let arg = |i: usize| inputs[i].buf.f32();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
+        let (x, hc_fn, base, scale) = (arg(0), arg(1), arg(2), arg(3)[0]);
         match launch {
             Launch::Cpu(l) => hc_head(
-                arg(0),
-                arg(1),
-                arg(2),
-                arg(3)[0],
+                x,
+                hc_fn,
+                base,
+                scale,
                 hc,
                 dim,
                 NORM_EPS,
@@ -130,12 +131,14 @@ impl Kernel for HcHead {
             ),
             Launch::Cuda(c) => hc_head_cuda(
                 c,
-                arg(0),
-                arg(1),
-                arg(2),
-                arg(3)[0],
-                (hc, dim),
-                (NORM_EPS, HC_EPS),
+                x,
+                hc_fn,
+                base,
+                scale,
+                hc,
+                dim,
+                NORM_EPS,
+                HC_EPS,
                 out[0].f32(),
                 faults,
             )

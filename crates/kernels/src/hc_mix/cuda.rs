@@ -1,11 +1,11 @@
-//! CUDA `hc_mix`: one block per row, one half-warp per dot with the CPU's 16 lanes (the CPU's bits).
+//! CUDA `hc_mix`: one block per row, every dot in 256 fixed lanes, then times rsqrt(mean(x^2) + eps).
 
 use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
-/// The most mix outputs per row the kernel's shared memory holds (V4: (2 + hc) * hc = 24).
+/// The most mixing logits a row may have (the kernel's shared-memory sums).
 pub const MAX_MIX: usize = 64;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -21,7 +21,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     ],
 };
 
-/// `out[r, m] = (x[r] . hc_fn[m]) * rsqrt(mean(x[r]^2) + eps)`, on the GPU.
+/// `out[r, m] = (x[r] . hc_fn[m]) / sqrt(mean(x[r]^2) + eps)` on the GPU.
 pub fn hc_mix_cuda(
     launch: &CudaLaunch,
     x: &[f32],
@@ -31,27 +31,21 @@ pub fn hc_mix_cuda(
     out: &mut [f32],
     faults: Faults,
 ) -> Result<(), String> {
-    if hc_dim == 0 || hc_fn.len() % hc_dim != 0 || x.len() % hc_dim != 0 {
-        return Err(format!(
-            "hc_mix on CUDA: x and hc_fn must be whole rows of {hc_dim}"
-        ));
-    }
-    let (mix, rows) = (hc_fn.len() / hc_dim, x.len() / hc_dim);
-    if mix > MAX_MIX || out.len() != rows * mix {
-        return Err(format!(
-            "hc_mix on CUDA: {mix} mix rows (at most {MAX_MIX}) and the output [{rows}, {mix}]"
-        ));
+    let mix = hc_fn.len() / hc_dim;
+    if mix > MAX_MIX {
+        return Err(format!("hc_mix on CUDA: {mix} logits a row (at most {MAX_MIX})"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "hc_mix", faults)?;
+    let rows = x.len() / hc_dim;
     let (xd, fd) = (gpu.upload(x)?, gpu.upload(hc_fn)?);
     let mut y = gpu.output(out)?;
     {
         let mut yv = y.view();
-        let (r, n, m) = (rows as i32, hc_dim as i32, mix as i32);
+        let (r, d, m) = (rows as i32, hc_dim as i32, mix as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&fd).arg(&mut yv).arg(&r).arg(&n).arg(&m).arg(&eps);
-        // SAFETY: the arguments match the kernel's signature; x, hc_fn and out hold what rows, hc_dim and mix index, checked above.
+        b.arg(&xd).arg(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
+        // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
         cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows)) })?;
     }
     y.finish(gpu, out)

@@ -22,6 +22,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// Rotates the last `2 * inv_freq.len()` values of each `head_dim` head by `pos * inv_freq` (minus if `inverse`), into `out`.
+#[allow(clippy::too_many_arguments)]
 pub fn rope_cuda(
     launch: &CudaLaunch,
     x: &[f32],

@@ -31,7 +31,7 @@ extern "C" __global__ void rope(const float* x, const i32* positions, const floa
             float v = xr[i];
             if (k >= 0) {
                 int p = k >> 1;
-                float other = xr[i ^ 1];
+                float other = xr[(k & 1) ? i - 1 : i + 1];
                 v = (k & 1) ? fmaf(v, cs[p], other * sn[p]) : fmaf(v, cs[p], other * -sn[p]);
             }
             yr[i] = v;

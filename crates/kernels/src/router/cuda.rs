@@ -1,4 +1,4 @@
-//! CUDA `router`: one block per row, scores in shared memory, one thread's insertion top-k (the CPU's order and ties).
+//! CUDA `router`: one block per row, scores in shared memory, k rounds of a block argmax (the CPU's order and ties).
 
 use cudarc::driver::PushKernelArg;
 
