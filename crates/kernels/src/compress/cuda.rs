@@ -41,7 +41,11 @@ pub fn compress_cuda(
         ));
     }
     let rows = out.len() / hd.max(1);
-    if kv.len() != gate.len() || kv.len() % width != 0 || ape.len() != shape.ratio * width || token_idx.len() != rows * slots {
+    if kv.len() != gate.len()
+        || kv.len() % width != 0
+        || ape.len() != shape.ratio * width
+        || token_idx.len() != rows * slots
+    {
         return Err(format!(
             "compress on CUDA: kv/gate must be [tokens, {width}], ape [{}, {width}], token_idx [{rows}, {slots}]",
             shape.ratio
@@ -49,14 +53,21 @@ pub fn compress_cuda(
     }
     let num_tokens = kv.len() / width;
     if token_idx.iter().any(|&t| t >= num_tokens as i32) {
-        return Err(format!("compress on CUDA: a token index is past the {num_tokens} table rows"));
+        return Err(format!(
+            "compress on CUDA: a token index is past the {num_tokens} table rows"
+        ));
     }
     if token_idx.chunks(slots).any(|row| row.iter().all(|&t| t < 0)) {
         return Err("compress on CUDA: a row has no token: give every entry at least one slot".into());
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "compress", faults)?;
-    let (kd, gd, ad, td) = (gpu.upload(kv)?, gpu.upload(gate)?, gpu.upload(ape)?, gpu.upload(token_idx)?);
+    let (kd, gd, ad, td) = (
+        gpu.upload(kv)?,
+        gpu.upload(gate)?,
+        gpu.upload(ape)?,
+        gpu.upload(token_idx)?,
+    );
     let mut y = gpu.output(out)?;
     {
         let mut yv = y.view();

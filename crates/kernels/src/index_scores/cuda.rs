@@ -56,13 +56,26 @@ pub fn index_scores_cuda(
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_scores", faults)?;
-    let (qd, wd, rd, kd) = (gpu.upload(q)?, gpu.upload(w)?, gpu.upload(key_range)?, gpu.upload(keys)?);
+    let (qd, wd, rd, kd) = (
+        gpu.upload(q)?,
+        gpu.upload(w)?,
+        gpu.upload(key_range)?,
+        gpu.upload(keys)?,
+    );
     let mut y = gpu.output(out)?;
     {
         let mut yv = y.view();
         let (r, h, d, c) = (rows as i32, heads as i32, hd as i32, cols as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&qd).arg(&wd).arg(&rd).arg(&kd).arg(&mut yv).arg(&r).arg(&h).arg(&d).arg(&c);
+        b.arg(&qd)
+            .arg(&wd)
+            .arg(&rd)
+            .arg(&kd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&h)
+            .arg(&d)
+            .arg(&c);
         // SAFETY: the arguments match the kernel's signature; every key range lies inside the table, checked above.
         cuda::launched("index_scores", unsafe { b.launch(launch.config(rows)) })?;
     }

@@ -148,8 +148,9 @@ impl Kernel for IndexScores {
         );
         match launch {
             Launch::Cpu(l) => index_scores(q, w, range, keys, shape, out[0].f32(), l, faults),
-            Launch::Cuda(c) => index_scores_cuda(c, q, w, range, keys, shape, out[0].f32(), faults)
-                .unwrap_or_else(|e| panic!("{e}")),
+            Launch::Cuda(c) => {
+                index_scores_cuda(c, q, w, range, keys, shape, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
         }
     }
 }

@@ -12,9 +12,7 @@ __device__ __forceinline__ int index_topk_scan(bool flag, int* warps, int* total
     u32 mask = __ballot_sync(0xffffffffu, flag);
     int before = __popc(mask & ((1u << lane) - 1u));
     if (lane == 0) warps[warp] = __popc(mask);
-#ifndef TF_FAULT_race_no_sync
     __syncthreads();
-#endif
     for (int i = 0; i < warp; ++i) before += warps[i];
     int sum = 0;
     for (int i = 0; i < nwarps; ++i) sum += warps[i];
@@ -61,7 +59,9 @@ extern "C" __global__ void index_topk(const float* scores, const int* num_visibl
                 remaining_s = remaining;
                 ties_s = hist[b];
             }
+#ifndef TF_FAULT_race_no_sync
             __syncthreads();
+#endif
             prefix = prefix_s;
             remaining = remaining_s;
             __syncthreads();

@@ -67,7 +67,13 @@ pub fn sparse_attn_cuda(
         let (r, h, d, n) = (rows as i32, heads as i32, hd as i32, num_idx as i32);
         let bf16 = shape.bf16_probs as i32;
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&qd).arg(&id).arg(&kd).arg(&sd).arg(&mut yv).arg(&mut list).arg(&mut probs);
+        b.arg(&qd)
+            .arg(&id)
+            .arg(&kd)
+            .arg(&sd)
+            .arg(&mut yv)
+            .arg(&mut list)
+            .arg(&mut probs);
         b.arg(&r).arg(&h).arg(&d).arg(&n).arg(&shape.softmax_scale).arg(&bf16);
         // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block.
         cuda::launched("sparse_attn", unsafe { b.launch(launch.config(items)) })?;
