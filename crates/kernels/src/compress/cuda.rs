@@ -42,7 +42,7 @@ pub fn compress_cuda(
     }
     let rows = out.len() / hd.max(1);
     if kv.len() != gate.len()
-        || kv.len() % width != 0
+        || !kv.len().is_multiple_of(width)
         || ape.len() != shape.ratio * width
         || token_idx.len() != rows * slots
     {

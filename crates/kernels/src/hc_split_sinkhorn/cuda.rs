@@ -33,7 +33,12 @@ pub fn hc_split_sinkhorn_cuda(
     faults: Faults,
 ) -> Result<(), String> {
     let width = (2 + hc) * hc;
-    if !(1..=MAX_HC).contains(&hc) || iters == 0 || scale.len() != 3 || base.len() != width || mix.len() % width != 0 {
+    if !(1..=MAX_HC).contains(&hc)
+        || iters == 0
+        || scale.len() != 3
+        || base.len() != width
+        || !mix.len().is_multiple_of(width)
+    {
         return Err(format!(
             "hc_split_sinkhorn on CUDA: hc {hc} must be in 1..={MAX_HC}, iters at least 1, scale [3], base and mix rows [{width}]"
         ));

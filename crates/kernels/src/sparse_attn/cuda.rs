@@ -32,7 +32,7 @@ pub fn sparse_attn_cuda(
     faults: Faults,
 ) -> Result<(), String> {
     let (heads, hd) = (shape.num_heads, shape.head_dim);
-    if heads == 0 || hd == 0 || sink.len() != heads || q.len() % (heads * hd) != 0 || out.len() != q.len() {
+    if heads == 0 || hd == 0 || sink.len() != heads || !q.len().is_multiple_of(heads * hd) || out.len() != q.len() {
         return Err(format!(
             "sparse_attn on CUDA: q and the output must be [rows, {heads}, {hd}] and sink [{heads}]"
         ));
