@@ -6,7 +6,7 @@
 #define TK 32
 
 // Per row: the e4m3 grid values q = round(x / s) and one power-of-two scale s per 128 values (DeepSeek's act_quant).
-extern "C" __global__ void fp8_gemm_quant(const float* x, float* q, float* q_scale, int rows, int k) {
+__device__ __forceinline__ void tf_fp8_quant_rows(const float* x, float* q, float* q_scale, int rows, int k) {
     __shared__ float xs[MAX_ROW];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int nblk = (k + QB - 1) / QB;
@@ -27,8 +27,10 @@ extern "C" __global__ void fp8_gemm_quant(const float* x, float* q, float* q_sca
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const float* q_scale, const u8* w, const u8* w_scale,
-                                                          float* y, int m, int n, int k) {
+// Tiles of y[:, 0..n] (row stride y_stride) from quantised rows q (row stride q_stride, scales row stride qs_stride) and weight
+// rows w[0..n] whose scale rows start at weight row col0 of a grid nblk wide.
+__device__ __forceinline__ void tf_fp8_tiles(const float* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     __shared__ float xs[TM][TK + 1];
     __shared__ float ws[TN][TK + 1];
     int tiles_n = (n + TN - 1) / TN;
@@ -55,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const
             }
             for (int i = threadIdx.x; i < TM * TK; i += 256) {
                 int r = i / TK, c = i % TK, gm = m0 + r, gk = k0 + c;
-                xs[r][c] = (gm < m && gk < kend) ? q[(size_t)gm * k + gk] : 0.0f;
+                xs[r][c] = (gm < m && gk < kend) ? q[(size_t)gm * q_stride + gk] : 0.0f;
             }
             for (int i = threadIdx.x; i < TN * TK; i += 256) {
                 int r = i / TK, c = i % TK, gn = n0 + r, gk = k0 + c;
@@ -81,14 +83,14 @@ extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     int gm = min(m0 + ty + 16 * i, m - 1);
-                    float sa = q_scale[(size_t)gm * nblk + kb];
+                    float sa = q_scale[(size_t)gm * qs_stride + kb];
 #ifdef TF_FAULT_lost_act_scale
                     sa = 1.0f;
 #endif
 #pragma unroll
                     for (int j = 0; j < 4; ++j) {
                         int gn = min(n0 + tx + 16 * j, n - 1);
-                        float sw = tf_e8m0_to_f32(w_scale[(size_t)(gn / QB) * nblk + kb]);
+                        float sw = tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / QB) * nblk + kb]);
                         acc[i][j] += part[i][j] * (sa * sw);
                     }
                 }
@@ -105,8 +107,17 @@ extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const
 #ifdef TF_FAULT_skip_last_column
                 skip = skip || gn == n - 1;
 #endif
-                if (!skip) y[(size_t)gm * n + gn] = acc[i][j];
+                if (!skip) y[(size_t)gm * y_stride + gn] = acc[i][j];
             }
         }
     }
+}
+
+extern "C" __global__ void fp8_gemm_quant(const float* x, float* q, float* q_scale, int rows, int k) {
+    tf_fp8_quant_rows(x, q, q_scale, rows, k);
+}
+
+extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const float* q_scale, const u8* w, const u8* w_scale,
+                                                          float* y, int m, int n, int k) {
+    tf_fp8_tiles(q, k, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

@@ -1,96 +1,60 @@
-// hc_split_sinkhorn: one block per row (rows past the grid loop); warp 0 does the gates and the Sinkhorn passes (lane i: row i, then column i, the CPU's scalar order), then the whole block writes comb from shared memory.
+// hc_split_sinkhorn: one block per row; pre and post by sigmoid, comb by a row softmax then Sinkhorn passes, one warp per comb row and then one per column.
 #define MAX_HC 16
 
-// e^x exactly as the CPU's math::exp: a fixed FMA polynomial after a ties-even reduction by ln 2.
-__device__ __forceinline__ float hc_split_sinkhorn_exp(float x) {
-    if (x != x) return x;
-    if (x > 88.72284f) return __int_as_float(0x7f800000);
-    if (x < -103.97208f) return 0.0f;
-    float n = rintf(x * 1.44269504088896340736f);
-    float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, x));
-    float p = 1.0f / 5040.0f;
-    p = fmaf(p, r, 1.0f / 720.0f);
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int ni = (int)n;
-    int a = min(max(ni, -126), 127);
-    int b = ni - a;
-    float pa = p * __int_as_float((a + 127) << 23);
-    return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
-}
+__device__ __forceinline__ float tf_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-__device__ __forceinline__ float hc_split_sinkhorn_sigmoid(float x) { return 1.0f / (1.0f + hc_split_sinkhorn_exp(-x)); }
-
-// Column j divided by (its sum over rows in ascending order + eps).
-__device__ __forceinline__ void hc_split_sinkhorn_column(float* c, int hc, int j, float eps) {
-    float sum = 0.0f;
-    for (int i = 0; i < hc; ++i) sum += c[i * hc + j];
-    float denom = sum + eps;
-    for (int i = 0; i < hc; ++i) c[i * hc + j] /= denom;
+__device__ __forceinline__ float tf_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
 }
 
 extern "C" __global__ void hc_split_sinkhorn(const float* mix, const float* scale, const float* base, float* pre, float* post,
                                              float* comb, int rows, int hc, int iters, float eps) {
     __shared__ float c[MAX_HC * MAX_HC];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int width = (2 + hc) * hc;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-#ifdef TF_FAULT_skip_last_row
-        if (r == rows - 1) continue;
-#endif
-        const float* m = mix + (size_t)r * width;
-        if (threadIdx.x < 32) {
-            int i = threadIdx.x;
-            float comb_scale = scale[2];
+    float comb_scale = scale[2];
 #ifdef TF_FAULT_lost_comb_scale
-            comb_scale = 1.0f;
+    comb_scale = 1.0f;
 #endif
-            for (int k = i; k < hc * hc; k += 32) c[k] = fmaf(m[2 * hc + k], comb_scale, base[2 * hc + k]);
-            if (i < hc) {
-                pre[(size_t)r * hc + i] = hc_split_sinkhorn_sigmoid(fmaf(m[i], scale[0], base[i])) + eps;
-                post[(size_t)r * hc + i] = 2.0f * hc_split_sinkhorn_sigmoid(fmaf(m[hc + i], scale[1], base[hc + i]));
-            }
-            __syncwarp();
-            if (i < hc) {
-                float* row = c + i * hc;
-                float mx = __int_as_float(0xff800000);
-                for (int j = 0; j < hc; ++j) mx = fmaxf(mx, row[j]);
-                float sum = 0.0f;
-                for (int j = 0; j < hc; ++j) {
-                    row[j] = hc_split_sinkhorn_exp(row[j] - mx);
-                    sum += row[j];
-                }
-                for (int j = 0; j < hc; ++j) row[j] = row[j] / sum + eps;
-            }
-            __syncwarp();
-            if (i < hc) hc_split_sinkhorn_column(c, hc, i, eps);
-            __syncwarp();
-            for (int it = 1; it < iters; ++it) {
-                if (i < hc) {
-                    float* row = c + i * hc;
-                    float sum = 0.0f;
-                    for (int j = 0; j < hc; ++j) sum += row[j];
-                    float denom = sum + eps;
-                    for (int j = 0; j < hc; ++j) row[j] /= denom;
-                }
-                __syncwarp();
-                if (i < hc) hc_split_sinkhorn_column(c, hc, i, eps);
-                __syncwarp();
-            }
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* m = mix + (size_t)r * width;
+        for (int j = threadIdx.x; j < hc; j += blockDim.x) {
+            pre[(size_t)r * hc + j] = tf_sigmoid(fmaf(m[j], scale[0], base[j])) + eps;
+            post[(size_t)r * hc + j] = 2.0f * tf_sigmoid(fmaf(m[hc + j], scale[1], base[hc + j]));
         }
+        for (int i = warp; i < hc; i += warps) {
+            bool on = lane < hc;
+            float v = on ? fmaf(m[2 * hc + i * hc + lane], comb_scale, base[2 * hc + i * hc + lane]) : -__int_as_float(0x7f800000);
+            float mx = tf_warp_max(v);
+            float e = on ? expf(v - mx) : 0.0f;
+            float sum = tf_warp_sum(e);
+            if (on) c[i * hc + lane] = e / sum + eps;
+        }
+        for (int it = 0; it < iters; ++it) {
+            if (it > 0) {
+                __syncthreads();
+                for (int i = warp; i < hc; i += warps) {
+                    float v = lane < hc ? c[i * hc + lane] : 0.0f;
+                    float denom = tf_warp_sum(v) + eps;
+                    if (lane < hc) c[i * hc + lane] = v / denom;
+                }
+            }
 #ifndef TF_FAULT_race_no_sync
-        __syncthreads();
+            __syncthreads();
 #endif
-        for (int k = threadIdx.x; k < hc * hc; k += blockDim.x) {
-#ifdef TF_FAULT_transposed_comb
-            comb[(size_t)r * hc * hc + k] = c[(k % hc) * hc + k / hc];
-#else
-            comb[(size_t)r * hc * hc + k] = c[k];
-#endif
+            for (int j = warp; j < hc; j += warps) {
+                float v = lane < hc ? c[lane * hc + j] : 0.0f;
+                float denom = tf_warp_sum(v) + eps;
+                if (lane < hc) c[lane * hc + j] = v / denom;
+            }
         }
+        __syncthreads();
+        bool skip = false;
+#ifdef TF_FAULT_skip_last_row
+        skip = r == rows - 1;
+#endif
+        for (int t = threadIdx.x; t < hc * hc && !skip; t += blockDim.x) comb[(size_t)r * hc * hc + t] = c[t];
         __syncthreads();
     }
 }

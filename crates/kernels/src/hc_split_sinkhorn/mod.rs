@@ -138,32 +138,11 @@ impl Kernel for HcSplitSinkhorn {
         };
         let (mix, scale, base) = (inputs[0].buf.f32(), inputs[1].buf.f32(), inputs[2].buf.f32());
         let (hc, iters) = (case.get("hc"), case.get("iters"));
+        let (pre, post, comb) = (pre.f32(), post.f32(), comb.f32());
         match launch {
-            Launch::Cpu(l) => hc_split_sinkhorn(
-                mix,
-                scale,
-                base,
-                hc,
-                iters,
-                EPS,
-                pre.f32(),
-                post.f32(),
-                comb.f32(),
-                l,
-                faults,
-            ),
-            Launch::Cuda(c) => hc_split_sinkhorn_cuda(
-                c,
-                mix,
-                scale,
-                base,
-                (hc, iters, EPS),
-                pre.f32(),
-                post.f32(),
-                comb.f32(),
-                faults,
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
+            Launch::Cpu(l) => hc_split_sinkhorn(mix, scale, base, hc, iters, EPS, pre, post, comb, l, faults),
+            Launch::Cuda(c) => hc_split_sinkhorn_cuda(c, mix, scale, base, hc, iters, EPS, pre, post, comb, faults)
+                .unwrap_or_else(|e| panic!("{e}")),
         }
     }
 }
