@@ -47,3 +47,20 @@ fn a_kernel_that_does_not_compile_fails_with_the_compiler_log() {
     let err = cuda::compile(&BROKEN, 90, None).unwrap_err();
     assert!(err.contains("undeclared_name"), "{err}");
 }
+
+#[test]
+fn the_compressor_indexer_and_attention_kernels_have_a_cuda_side_with_a_race_control() {
+    for name in ["compress", "index_scores", "index_topk", "sparse_attn"] {
+        let kernel = registry::all().into_iter().find(|k| k.name() == name).unwrap();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert_eq!(k.name, name);
+        assert!(k.controls.len() >= 2 && k.controls.contains(&"race_no_sync"), "{name}");
+        assert_eq!(kernel.launches(Backend::Cuda).len(), k.records.len(), "{name}");
+        for control in k.controls {
+            assert!(
+                k.source.contains(&format!("TF_FAULT_{control}")),
+                "{name}: {control} is not planted"
+            );
+        }
+    }
+}

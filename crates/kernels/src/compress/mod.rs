@@ -1,8 +1,10 @@
 //! `compress`: gated pooling of one compressed KV entry from its window's tokens (CSA ratio 4 overlapping, HCA ratio 128).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{CompressShape, compress};
+pub use cuda::compress_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -145,7 +147,11 @@ impl Kernel for Compress {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -153,16 +159,16 @@ impl Kernel for Compress {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        compress(
+        let (kv, gate, ape, tokens) = (
             inputs[0].buf.f32(),
             inputs[1].buf.f32(),
             inputs[2].buf.f32(),
             inputs[3].buf.i32(),
-            shape(case),
-            out[0].f32(),
-            l,
-            faults,
         );
+        match launch {
+            Launch::Cpu(l) => compress(kv, gate, ape, tokens, shape(case), out[0].f32(), l, faults),
+            Launch::Cuda(c) => compress_cuda(c, kv, gate, ape, tokens, shape(case), out[0].f32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `index_scores`: the lightning indexer's `I[t, s] = sum_h w[t, h] * ReLU(q[t, h] . k[s])` over a sequence's compressed keys.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{IndexShape, index_scores};
+pub use cuda::index_scores_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -122,7 +124,11 @@ impl Kernel for IndexScores {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -130,20 +136,21 @@ impl Kernel for IndexScores {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
         let shape = IndexShape {
             num_heads: case.get("heads"),
             head_dim: case.get("head_dim"),
         };
-        index_scores(
+        let (q, w, range, keys) = (
             inputs[0].buf.f32(),
             inputs[1].buf.f32(),
             inputs[2].buf.i32(),
             inputs[3].buf.f32(),
-            shape,
-            out[0].f32(),
-            l,
-            faults,
         );
+        match launch {
+            Launch::Cpu(l) => index_scores(q, w, range, keys, shape, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                index_scores_cuda(c, q, w, range, keys, shape, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

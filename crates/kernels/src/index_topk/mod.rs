@@ -1,8 +1,10 @@
 //! `index_topk`: per query row, the compressed entries with the `index_topk` highest indexer scores, ascending, -1 padded.
 
 pub(crate) mod cpu;
+mod cuda;
 
 pub use cpu::index_topk;
+pub use cuda::index_topk_cuda;
 
 use std::cmp::Ordering;
 
@@ -96,7 +98,11 @@ impl Kernel for IndexTopk {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -104,14 +110,12 @@ impl Kernel for IndexTopk {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        index_topk(
-            inputs[0].buf.f32(),
-            inputs[1].buf.i32(),
-            case.get("top_k"),
-            out[0].i32(),
-            l,
-            faults,
-        );
+        let (scores, visible, top_k) = (inputs[0].buf.f32(), inputs[1].buf.i32(), case.get("top_k"));
+        match launch {
+            Launch::Cpu(l) => index_topk(scores, visible, top_k, out[0].i32(), l, faults),
+            Launch::Cuda(c) => {
+                index_topk_cuda(c, scores, visible, top_k, out[0].i32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

@@ -2,8 +2,10 @@
 
 mod axpy;
 mod cpu;
+mod cuda;
 
 pub use cpu::{AttnShape, sparse_attn};
+pub use cuda::sparse_attn_cuda;
 
 use tensorfold_formats::bf16::{bf16_to_f32, f32_to_bf16};
 
@@ -184,7 +186,11 @@ impl Kernel for SparseAttn {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -197,16 +203,16 @@ impl Kernel for SparseAttn {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        sparse_attn(
+        let (q, idx, kv, sink) = (
             inputs[0].buf.f32(),
             inputs[1].buf.i32(),
             inputs[2].buf.f32(),
             inputs[3].buf.f32(),
-            shape(case),
-            out[0].f32(),
-            l,
-            faults,
         );
+        match launch {
+            Launch::Cpu(l) => sparse_attn(q, idx, kv, sink, shape(case), out[0].f32(), l, faults),
+            Launch::Cuda(c) => sparse_attn_cuda(c, q, idx, kv, sink, shape(case), out[0].f32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

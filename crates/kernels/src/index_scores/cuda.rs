@@ -1,0 +1,83 @@
+//! CUDA `index_scores`: one block per query row, one half-warp per key column with the CPU's 16 dot lanes (the CPU's bits).
+
+use cudarc::driver::PushKernelArg;
+
+use super::IndexShape;
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+/// The most query values (heads x head_dim) of one row the kernel's shared memory holds (V4-Flash: 64 x 128).
+pub const MAX_Q: usize = 8192;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "index_scores",
+    source: include_str!("index_scores.cu"),
+    entries: &["index_scores"],
+    controls: &["race_no_sync", "no_relu", "visible_off_by_one", "skip_last_row"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+        CudaLaunch::new(1024, 65_535),
+    ],
+};
+
+/// `out[r, j] = sum_h w[r, h] * relu(q[r, h] . keys[start_r + j])` for `j < visible_r`, else -inf, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn index_scores_cuda(
+    launch: &CudaLaunch,
+    q: &[f32],
+    w: &[f32],
+    key_range: &[i32],
+    keys: &[f32],
+    shape: IndexShape,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    let (heads, hd) = (shape.num_heads, shape.head_dim);
+    let rows = key_range.len() / 2;
+    if rows == 0 {
+        return Ok(());
+    }
+    if heads * hd > MAX_Q {
+        return Err(format!(
+            "index_scores on CUDA: {heads} x {hd} query values per row, at most {MAX_Q}"
+        ));
+    }
+    let cols = out.len() / rows;
+    let num_keys = keys.len() / hd.max(1);
+    let bad_range = key_range
+        .chunks(2)
+        .any(|r| r[0] < 0 || r[1] < 0 || r[1] as usize > cols || (r[0] + r[1]) as usize > num_keys);
+    if q.len() != rows * heads * hd || w.len() != rows * heads || out.len() != rows * cols || bad_range {
+        return Err(format!(
+            "index_scores on CUDA: q must be [{rows}, {heads}, {hd}], w [{rows}, {heads}], each key range within the {num_keys} keys and {cols} columns"
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "index_scores", faults)?;
+    let (qd, wd, rd, kd) = (
+        gpu.upload(q)?,
+        gpu.upload(w)?,
+        gpu.upload(key_range)?,
+        gpu.upload(keys)?,
+    );
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (r, h, d, c) = (rows as i32, heads as i32, hd as i32, cols as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&qd)
+            .arg(&wd)
+            .arg(&rd)
+            .arg(&kd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&h)
+            .arg(&d)
+            .arg(&c);
+        // SAFETY: the arguments match the kernel's signature; every key range lies inside the table, checked above.
+        cuda::launched("index_scores", unsafe { b.launch(launch.config(rows)) })?;
+    }
+    y.finish(gpu, out)
+}

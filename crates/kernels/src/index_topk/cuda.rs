@@ -1,0 +1,56 @@
+//! CUDA `index_topk`: one block per row, a radix select of the k-th largest score, then the kept indices in index order (exact).
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "index_topk",
+    source: include_str!("index_topk.cu"),
+    entries: &["index_topk"],
+    controls: &["race_no_sync", "tie_higher_index", "unpadded_short_rows"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+        CudaLaunch::new(1024, 65_535),
+    ],
+};
+
+/// Per row the indices of the `top_k` largest of its first `num_visible[r]` scores (ties: lower index), ascending, -1 padded, on the GPU.
+pub fn index_topk_cuda(
+    launch: &CudaLaunch,
+    scores: &[f32],
+    num_visible: &[i32],
+    top_k: usize,
+    out: &mut [i32],
+    faults: Faults,
+) -> Result<(), String> {
+    let rows = num_visible.len();
+    if rows == 0 || top_k == 0 {
+        return Ok(());
+    }
+    let cols = scores.len() / rows;
+    if scores.len() != rows * cols || out.len() != rows * top_k || cols >= i32::MAX as usize {
+        return Err(format!(
+            "index_topk on CUDA: scores must be whole rows of fewer than 2^31 columns and the output [{rows}, {top_k}]"
+        ));
+    }
+    if num_visible.iter().any(|&v| v < 0 || v as usize > cols) {
+        return Err(format!("index_topk on CUDA: a visible count is outside 0..={cols}"));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "index_topk", faults)?;
+    let (sd, vd) = (gpu.upload(scores)?, gpu.upload(num_visible)?);
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (r, c, k) = (rows as i32, cols as i32, top_k as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&sd).arg(&vd).arg(&mut yv).arg(&r).arg(&c).arg(&k);
+        // SAFETY: the arguments match the kernel's signature; scores hold `rows * cols` values and out `rows * top_k`.
+        cuda::launched("index_topk", unsafe { b.launch(launch.config(rows)) })?;
+    }
+    y.finish(gpu, out)
+}

@@ -1,0 +1,82 @@
+//! CUDA `sparse_attn`: one block per (row, head), the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits.
+
+use cudarc::driver::PushKernelArg;
+
+use super::AttnShape;
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "sparse_attn",
+    source: include_str!("sparse_attn.cu"),
+    entries: &["sparse_attn"],
+    controls: &["race_no_sync", "no_sink", "padding_reads_entry_0", "split_by_grid"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+        CudaLaunch::new(512, 65_535),
+    ],
+};
+
+/// `o[r, h] = sum_e bf16?(p[r, h, e]) * kv[idx[r, e]]` over each row's listed entries (`-1`: none), with the sink, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn sparse_attn_cuda(
+    launch: &CudaLaunch,
+    q: &[f32],
+    idx: &[i32],
+    kv: &[f32],
+    sink: &[f32],
+    shape: AttnShape,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    let (heads, hd) = (shape.num_heads, shape.head_dim);
+    if heads == 0 || hd == 0 || sink.len() != heads || !q.len().is_multiple_of(heads * hd) || out.len() != q.len() {
+        return Err(format!(
+            "sparse_attn on CUDA: q and the output must be [rows, {heads}, {hd}] and sink [{heads}]"
+        ));
+    }
+    let rows = q.len() / (heads * hd);
+    if rows == 0 {
+        return Ok(());
+    }
+    let num_idx = idx.len() / rows;
+    let num_entries = kv.len() / hd;
+    if idx.len() != rows * num_idx || kv.len() != num_entries * hd {
+        return Err(format!(
+            "sparse_attn on CUDA: idx must be whole rows and kv whole entries of {hd}"
+        ));
+    }
+    if idx.iter().any(|&e| e < -1 || e >= num_entries as i32) {
+        return Err(format!(
+            "sparse_attn on CUDA: an entry index is outside -1..{num_entries}"
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "sparse_attn", faults)?;
+    let items = rows * heads;
+    let scratch = launch.grid(items) as usize * num_idx.max(1);
+    let alloc = |e: cudarc::driver::DriverError| format!("sparse_attn on CUDA: scratch: {e:?}");
+    let mut list = gpu.stream.alloc_zeros::<i32>(scratch).map_err(alloc)?;
+    let mut probs = gpu.stream.alloc_zeros::<f32>(scratch).map_err(alloc)?;
+    let (qd, id, kd, sd) = (gpu.upload(q)?, gpu.upload(idx)?, gpu.upload(kv)?, gpu.upload(sink)?);
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (r, h, d, n) = (rows as i32, heads as i32, hd as i32, num_idx as i32);
+        let bf16 = shape.bf16_probs as i32;
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&qd)
+            .arg(&id)
+            .arg(&kd)
+            .arg(&sd)
+            .arg(&mut yv)
+            .arg(&mut list)
+            .arg(&mut probs);
+        b.arg(&r).arg(&h).arg(&d).arg(&n).arg(&shape.softmax_scale).arg(&bf16);
+        // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block.
+        cuda::launched("sparse_attn", unsafe { b.launch(launch.config(items)) })?;
+    }
+    y.finish(gpu, out)
+}

@@ -1,0 +1,124 @@
+// sparse_attn: one block per (row, head) (items past the grid loop); scores by half-warps with the CPU's 16 dot lanes, the softmax with sink in list order, then P.V in fixed 64-entry splits summed in split order, so no bit depends on the grid or block size.
+#define SPLIT 64
+
+// e^x exactly as the CPU's math::exp: a fixed FMA polynomial after a ties-even reduction by ln 2.
+__device__ __forceinline__ float sparse_attn_exp(float x) {
+    if (x != x) return x;
+    if (x > 88.72284f) return __int_as_float(0x7f800000);
+    if (x < -103.97208f) return 0.0f;
+    float n = rintf(x * 1.44269504088896340736f);
+    float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, x));
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int ni = (int)n;
+    int a = min(max(ni, -126), 127);
+    int b = ni - a;
+    float pa = p * __int_as_float((a + 127) << 23);
+    return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
+}
+
+// q . k in 16 lanes (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds it.
+__device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k, int hd, int lane) {
+    unsigned half = 0xffffu << (threadIdx.x & 16);
+    float acc = 0.0f;
+    for (int i = lane; i < hd; i += 16) acc = fmaf(q[i], k[i], acc);
+    for (int o = 8; o > 0; o >>= 1) acc += __shfl_down_sync(half, acc, o, 16);
+    return acc;
+}
+
+// `list` and `probs` are scratch of `num_idx` values per block: the row's present entries in list order and their probabilities.
+extern "C" __global__ void sparse_attn(const float* q, const int* idx, const float* kv, const float* sink, float* o, int* list,
+                                       float* probs, int rows, int heads, int hd, int num_idx, float scale, int bf16_probs) {
+    __shared__ int len_s;
+    __shared__ float warp_max[32];
+    __shared__ float m_s, den_s;
+    int lane = threadIdx.x & 15, group = threadIdx.x >> 4, groups = blockDim.x >> 4;
+    int* lst = list + (size_t)blockIdx.x * num_idx;
+    float* p = probs + (size_t)blockIdx.x * num_idx;
+    int split = SPLIT;
+#ifdef TF_FAULT_split_by_grid
+    if (gridDim.x == 1) split = SPLIT / 2;
+#endif
+    for (int item = blockIdx.x; item < rows * heads; item += gridDim.x) {
+        int r = item / heads, h = item % heads;
+        // The present entries in list order, compacted by warp 0 with ballots.
+        if (threadIdx.x < 32) {
+            int n = 0;
+            for (int base = 0; base < num_idx; base += 32) {
+                int i = base + threadIdx.x;
+                int e = i < num_idx ? idx[(size_t)r * num_idx + i] : -1;
+#ifdef TF_FAULT_padding_reads_entry_0
+                if (i < num_idx) e = max(e, 0);
+#endif
+                u32 mask = __ballot_sync(0xffffffffu, e >= 0);
+                if (e >= 0) lst[n + __popc(mask & ((1u << threadIdx.x) - 1u))] = e;
+                n += __popc(mask);
+            }
+            if (threadIdx.x == 0) len_s = n;
+        }
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        int len = min(max(len_s, 0), num_idx);
+        const float* qh = q + (size_t)item * hd;
+        for (int k0 = 0; k0 < len; k0 += groups) {
+            int k = k0 + group;
+            if (k >= len) break;
+            float s = sparse_attn_dot(qh, kv + (size_t)lst[k] * hd, hd, lane);
+            if (lane == 0) p[k] = s * scale;
+        }
+        __syncthreads();
+        // The maximum (exact in any order), then exps in parallel and their sum in list order by one thread.
+        float sk = sink[h];
+        float m = sk;
+#ifdef TF_FAULT_no_sink
+        m = __int_as_float(0xff800000);
+#endif
+        for (int k = threadIdx.x; k < len; k += blockDim.x) m = fmaxf(m, p[k]);
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float mm = warp_max[0];
+            for (int w = 1; w < (blockDim.x + 31) >> 5; ++w) mm = fmaxf(mm, warp_max[w]);
+            m_s = mm;
+        }
+        __syncthreads();
+        m = m_s;
+        for (int k = threadIdx.x; k < len; k += blockDim.x) p[k] = sparse_attn_exp(p[k] - m);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float den = 0.0f;
+            for (int k = 0; k < len; ++k) den += p[k];
+#ifndef TF_FAULT_no_sink
+            den += sparse_attn_exp(sk - m);
+#endif
+            den_s = den;
+        }
+        __syncthreads();
+        float den = den_s;
+        for (int k = threadIdx.x; k < len; k += blockDim.x) {
+            float v = p[k] / den;
+            p[k] = bf16_probs ? tf_bf16_to_f32(tf_f32_to_bf16(v)) : v;
+        }
+        __syncthreads();
+        // P.V: each split's FMA chain in list order from zero, the splits added in order.
+        for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+            float y = 0.0f;
+            for (int k0 = 0; k0 < len; k0 += split) {
+                float acc = 0.0f;
+                int end = min(k0 + split, len);
+                for (int k = k0; k < end; ++k) acc = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc);
+                y = k0 == 0 ? acc : y + acc;
+            }
+            o[(size_t)item * hd + c] = y;
+        }
+        __syncthreads();
+    }
+}
