@@ -232,8 +232,7 @@ fn resumed_prefixes_and_preempted_replays_draft_exactly() {
             },
         );
         drain(&mut e);
-        let d = d.lock().unwrap().clone();
-        d
+        d.lock().map(|g| g.clone()).unwrap()
     };
     let mut e = engine(cfg, 1);
     let b = submit(&mut e, long.clone(), bg.clone());

@@ -47,8 +47,7 @@ impl CompressorState {
             self.gate.truncate(held);
         }
         let (done_now, done) = (now as usize / ratio, len as usize / ratio);
-        if done_now > 0 {
-            let entry_dim = self.entries.len() / done_now;
+        if let Some(entry_dim) = self.entries.len().checked_div(done_now) {
             self.entries.truncate(done * entry_dim);
         }
         self.pinned = false;
