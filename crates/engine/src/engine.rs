@@ -12,7 +12,7 @@ use crate::draft::{DraftConfig, DraftLane, Drafter};
 use crate::prefix::{BLOCK_TOKENS, PrefixCache};
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
-use crate::sampler::{prompt_key, sample};
+use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
 use crate::scheduler::{Lane, plan, preemption_victim};
 
 /// Engine limits.
@@ -162,6 +162,11 @@ impl Engine {
         }
         if let Some(t) = prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(format!("token id {t} is outside the vocabulary (0..{vocab})"));
+        }
+        if params.logprobs.is_some_and(|n| n > MAX_TOP_LOGPROBS) {
+            return Err(format!(
+                "at most {MAX_TOP_LOGPROBS} top logprobs per token can be asked for"
+            ));
         }
         if params.max_tokens == 0 {
             return Err("max_tokens must be at least 1".into());
@@ -449,9 +454,12 @@ impl Engine {
             self.stats.generated_tokens += 1;
             if r.output.len() > r.delivered {
                 r.delivered = r.output.len();
+                let row = &rows[(last + j) * vocab..(last + j + 1) * vocab];
+                let logprobs = r.params.logprobs.map(|n| Box::new(logprobs(row, token, n)));
                 (r.sink)(Event::Token {
                     id: token,
                     position: pos as u32,
+                    logprobs,
                 });
             }
             let stop = !r.params.ignore_eos && r.params.stop_token_ids.contains(&token);
