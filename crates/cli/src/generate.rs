@@ -9,7 +9,7 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::sampler::SamplingParams;
-use tensorfold_engine::{Engine, EngineConfig, Event, GenerateParams};
+use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::load_model;
 use tensorfold_model::dsv4::semantics::Semantics;
@@ -49,13 +49,27 @@ pub struct GenerateArgs {
     /// Keep generating past the end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
-    /// Print rounds, tokens per second and token_sha to stderr at the end.
+    /// Print rounds, drafts, acceptance, tokens per round, tokens per second and token_sha to stderr at the end.
     #[arg(long)]
     stats: bool,
+    /// Generate without drafts (the serial reference; the tokens are the same).
+    #[arg(long)]
+    no_drafts: bool,
+    /// Chained MTP drafts per round (0 drafts by context copies only).
+    #[arg(long, default_value_t = DraftConfig::default().mtp_drafts)]
+    mtp_drafts: usize,
 }
 
-/// How the request ended: finish reason, token_sha and token count, or the error.
-type Outcome = Result<(String, String, usize), String>;
+/// What the sink saw: tokens so far, when the first and the latest arrived.
+#[derive(Default)]
+struct Progress {
+    tokens: usize,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+/// How the request ended: finish reason, token_sha and usage, or the error.
+type Outcome = Result<(String, String, Usage), String>;
 
 fn generation_defaults(dir: &std::path::Path) -> (Option<f32>, Option<f32>) {
     let Ok(text) = std::fs::read_to_string(dir.join("generation_config.json")) else {
@@ -99,10 +113,23 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         threads: args.threads.max(1),
         ..CpuLaunch::serial()
     };
-    let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), EngineConfig::default());
+    let drafts = if args.no_drafts {
+        DraftConfig::off()
+    } else {
+        DraftConfig {
+            mtp_drafts: args.mtp_drafts,
+            ..DraftConfig::default()
+        }
+    };
+    let cfg = EngineConfig {
+        drafts,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), cfg);
     let tok = Arc::new(tok);
     let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
-    let (sink_tok, sink_done) = (tok.clone(), done.clone());
+    let progress: Arc<Mutex<Progress>> = Arc::default();
+    let (sink_tok, sink_done, sink_progress) = (tok.clone(), done.clone(), progress.clone());
     let mut stream = TextStream::default();
     let eos = tok.eos_id;
     let start = Instant::now();
@@ -111,8 +138,15 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             prompt,
             params,
             Box::new(move |ev| match ev {
-                Event::Token { id, .. } if id == eos => {}
                 Event::Token { id, .. } => {
+                    let mut p = sink_progress.lock().unwrap();
+                    let now = Instant::now();
+                    p.tokens += 1;
+                    p.first.get_or_insert(now);
+                    p.last = Some(now);
+                    if id == eos {
+                        return;
+                    }
                     if let Ok(delta) = stream.push(&sink_tok, id) {
                         print!("{delta}");
                         let _ = std::io::stdout().flush();
@@ -123,15 +157,19 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                     usage,
                     token_sha,
                 } => {
-                    *sink_done.lock().unwrap() =
-                        Some(Ok((reason.as_str().to_string(), token_sha, usage.completion_tokens)));
+                    *sink_done.lock().unwrap() = Some(Ok((reason.as_str().to_string(), token_sha, usage)));
                 }
                 Event::Error(e) => *sink_done.lock().unwrap() = Some(Err(e)),
             }),
         )
         .map_err(|e| anyhow!(e))?;
+    let mut decode_rounds = 0;
     while engine.has_work() {
+        let before = progress.lock().unwrap().tokens;
         engine.step();
+        if before > 0 && progress.lock().unwrap().tokens > before {
+            decode_rounds += 1;
+        }
     }
     println!();
     let outcome = done
@@ -139,14 +177,29 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         .unwrap()
         .take()
         .ok_or_else(|| anyhow!("the request ended without finishing"))?;
-    let (reason, sha, n) = outcome.map_err(|e| anyhow!(e))?;
+    let (reason, sha, usage) = outcome.map_err(|e| anyhow!(e))?;
     if args.stats {
         let s = engine.stats();
         let secs = start.elapsed().as_secs_f64();
+        let n = usage.completion_tokens;
+        let p = progress.lock().unwrap();
+        let decode_secs = match (p.first, p.last) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         eprintln!(
             "finish_reason {reason}; {n} tokens in {secs:.2} s ({:.1} tokens/s), {} rounds; token_sha {sha}",
-            n as f64 / secs,
+            ratio(n as f64, secs),
             s.rounds
+        );
+        eprintln!(
+            "drafted {}, accepted {} (acceptance {:.1}%); {:.2} tokens per decode round ({decode_rounds} rounds); decode {:.1} tokens/s",
+            usage.drafted,
+            usage.accepted,
+            100.0 * ratio(usage.accepted as f64, usage.drafted as f64),
+            ratio(n.saturating_sub(1) as f64, decode_rounds as f64),
+            ratio(n.saturating_sub(1) as f64, decode_secs)
         );
     }
     Ok(())

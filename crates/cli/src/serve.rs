@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// Serve every request without drafts (the serial reference).
     #[arg(long)]
     no_drafts: bool,
+    /// Chained MTP drafts per round (0 drafts by context copies only).
+    #[arg(long, default_value_t = tensorfold_engine::DraftConfig::default().mtp_drafts)]
+    mtp_drafts: usize,
     /// CPU threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -70,6 +73,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         parallel: args.parallel.max(1),
         max_queue: args.max_queue,
         drafts: !args.no_drafts,
+        mtp_drafts: args.mtp_drafts,
         threads: args.threads.max(1),
         log: true,
     };

@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
-use tensorfold_model::dsv4::cache::Dsv4Cache;
+use tensorfold_model::dsv4::cache::{Dsv4Cache, Stage};
 
+use crate::draft::context::Proposer;
+use crate::draft::verify::verify;
+use crate::draft::{DraftConfig, DraftLane, Drafter};
 use crate::prefix::{BLOCK_TOKENS, PrefixCache};
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
@@ -23,6 +26,8 @@ pub struct EngineConfig {
     pub capacity_tokens: usize,
     /// Prefix tokens whose states the prefix cache may keep; 0 turns prefix reuse off.
     pub prefix_cache_tokens: usize,
+    /// Drafts per lane and round; `DraftConfig::off()` runs every request as its serial reference.
+    pub drafts: DraftConfig,
 }
 
 impl Default for EngineConfig {
@@ -32,6 +37,7 @@ impl Default for EngineConfig {
             max_lanes: 64,
             capacity_tokens: 1 << 20,
             prefix_cache_tokens: 1 << 16,
+            drafts: DraftConfig::default(),
         }
     }
 }
@@ -48,6 +54,9 @@ pub struct EngineStats {
     pub generated_tokens: u64,
     pub cached_tokens: u64,
     pub preemptions: u64,
+    /// Draft tokens run through the target, and those it kept.
+    pub drafted_tokens: u64,
+    pub accepted_tokens: u64,
 }
 
 struct Req {
@@ -63,6 +72,8 @@ struct Req {
     usage: Usage,
     seq: SeqSlot,
     admitted_at: u64,
+    /// Proposed tokens after the last sampled one, for the next round.
+    drafts: Vec<u32>,
 }
 
 impl Req {
@@ -81,6 +92,18 @@ impl Req {
     fn total(&self) -> usize {
         self.prompt.len() + self.output.len()
     }
+
+    /// Whether the next round feeds only the last sampled token (so drafts may follow it).
+    fn decode_ready(&self) -> bool {
+        self.fed + 1 == self.total() && !self.output.is_empty()
+    }
+}
+
+/// A lane that ran this round and is still running: positions `start..fed` were kept, from batch row `first_row`.
+struct Ran {
+    id: RequestId,
+    start: usize,
+    first_row: usize,
 }
 
 /// Owns the model, every request and every sequence's state.
@@ -90,6 +113,7 @@ pub struct Engine {
     reqs: BTreeMap<RequestId, Req>,
     cache: Dsv4Cache,
     prefix: PrefixCache,
+    drafter: Drafter,
     next_id: u64,
     reserved: usize,
     stats: EngineStats,
@@ -113,6 +137,7 @@ impl Engine {
             reqs: BTreeMap::new(),
             cache: Dsv4Cache::default(),
             prefix,
+            drafter: Drafter::new(cfg.drafts),
             next_id: 1,
             reserved: 0,
             stats: EngineStats::default(),
@@ -121,6 +146,11 @@ impl Engine {
 
     pub fn vocab_size(&self) -> usize {
         self.runner.vocab_size()
+    }
+
+    /// Consults `p` for drafts before the built-in context proposer.
+    pub fn add_proposer(&mut self, p: Box<dyn Proposer>) {
+        self.drafter.add_proposer(p);
     }
 
     /// Accepts a request or says why it can never run.
@@ -179,6 +209,7 @@ impl Engine {
             usage,
             seq: SeqSlot(id.0 as u32),
             admitted_at: 0,
+            drafts: Vec::new(),
         };
         self.reqs.insert(id, req);
         Ok(id)
@@ -266,6 +297,7 @@ impl Engine {
         let r = self.reqs.get_mut(&id).expect("victim");
         r.phase = Phase::Preempted;
         r.fed = 0;
+        r.drafts.clear();
         r.usage.preemptions += 1;
         self.reserved -= r.need();
         self.cache.remove(r.seq);
@@ -289,6 +321,7 @@ impl Engine {
                     id,
                     tokens_left: r.total() - r.fed,
                     max_chunk,
+                    drafts: if r.decode_ready() { r.drafts.len() } else { 0 },
                     decoding: !in_prompt,
                     background: r.params.priority == Priority::Background,
                     waited: r.waited,
@@ -314,21 +347,9 @@ impl Engine {
                 r.waited + 1
             };
         }
-        let mut batch = Batch::default();
-        let mut logit_rows = Vec::new();
-        for &(id, n) in &round {
-            let r = &self.reqs[&id];
-            let tokens: Vec<u32> = (r.fed..r.fed + n).map(|p| r.token(p)).collect();
-            let first_row = batch.len();
-            for (i, pos) in (r.fed..r.fed + n).enumerate() {
-                if pos + 1 >= r.prompt.len() {
-                    logit_rows.push(first_row + i);
-                }
-            }
-            batch.push_seq(r.seq, r.fed as u32, &tokens);
-        }
-        let logits = match self.runner.forward(&batch, &mut self.cache, &logit_rows) {
-            Ok(l) => l,
+        let (batch, logit_rows) = self.lay_out(&round);
+        let out = match self.runner.forward(&batch, &mut self.cache, &logit_rows) {
+            Ok(out) => out,
             Err(e) => {
                 for (id, _) in round {
                     self.fail(id, format!("the forward pass failed: {e}"));
@@ -337,22 +358,55 @@ impl Engine {
             }
         };
         let vocab = self.runner.vocab_size();
-        let mut next = 0;
+        let (mut next, mut first_row, mut ran) = (0, 0, Vec::new());
         for (id, n) in round {
             let r = &self.reqs[&id];
+            let start = r.fed;
             let with_logits = (r.fed..r.fed + n).filter(|&p| p + 1 >= r.prompt.len()).count();
-            let rows = &logits[next * vocab..(next + with_logits) * vocab];
+            let rows = &out.logits[next * vocab..(next + with_logits) * vocab];
             next += with_logits;
-            self.after_rows(id, n, rows, vocab);
+            if self.after_rows(id, n, rows, vocab) {
+                ran.push(Ran { id, start, first_row });
+            }
+            first_row += n;
         }
+        self.draft(&ran, &out.streams);
+        self.snapshot(&ran);
         true
     }
 
-    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token): checks replayed tokens, samples the next one, finishes.
-    fn after_rows(&mut self, id: RequestId, n: usize, rows: &[f32], vocab: usize) {
+    /// The round's batch and the rows that need logits; a lane's drafts follow its known tokens under a mark.
+    fn lay_out(&mut self, round: &[(RequestId, usize)]) -> (Batch, Vec<usize>) {
+        let mut batch = Batch::default();
+        let mut logit_rows = Vec::new();
+        for &(id, n) in round {
+            let r = &self.reqs[&id];
+            let known = n.min(r.total() - r.fed);
+            let mut tokens: Vec<u32> = (r.fed..r.fed + known).map(|p| r.token(p)).collect();
+            tokens.extend_from_slice(&r.drafts[..n - known]);
+            let first_row = batch.len();
+            for (i, pos) in (r.fed..r.fed + n).enumerate() {
+                if pos + 1 >= r.prompt.len() {
+                    logit_rows.push(first_row + i);
+                }
+            }
+            batch.push_seq(r.seq, r.fed as u32, &tokens);
+            if n > known {
+                let seq = self.cache.seqs.get_mut(&r.seq).expect("a decoding sequence has state");
+                seq.mark(Stage::Main, n, self.runner.config());
+            }
+        }
+        (batch, logit_rows)
+    }
+
+    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token): checks replayed tokens, verifies drafts, samples, finishes; false once it has ended.
+    fn after_rows(&mut self, id: RequestId, n: usize, rows: &[f32], vocab: usize) -> bool {
         let r = self.reqs.get_mut(&id).expect("planned request");
         let first = r.fed;
-        r.fed += n;
+        let known = n.min(r.total() - r.fed);
+        let mut drafts = std::mem::take(&mut r.drafts);
+        drafts.truncate(n - known);
+        r.fed += known;
         self.stats.prompt_tokens += (r.prompt.len().min(r.fed).saturating_sub(first)) as u64;
         let logit_base = first.max(r.prompt.len() - 1);
         for pos in logit_base..r.fed {
@@ -371,40 +425,121 @@ impl Engine {
                         r.output[next - r.prompt.len()]
                     );
                     self.fail(id, msg);
-                    return;
+                    return false;
                 }
             }
         }
-        if r.fed <= r.prompt.len()
-            && r.fed.is_multiple_of(BLOCK_TOKENS)
-            && self.cfg.prefix_cache_tokens > 0
-            && let Some(state) = self.cache.seqs.get(&r.seq)
-        {
-            self.prefix.insert(&r.prompt[..r.fed], state);
-        }
         if r.fed < r.total() {
+            return true;
+        }
+        let last = r.fed - 1 - logit_base;
+        let tokens = verify(
+            &rows[last * vocab..],
+            vocab,
+            &drafts,
+            &r.params.sampling,
+            r.key,
+            r.total(),
+        );
+        r.usage.drafted += drafts.len();
+        self.stats.drafted_tokens += drafts.len() as u64;
+        for (j, &token) in tokens.iter().enumerate() {
+            if drafts.get(j) == Some(&token) {
+                r.fed += 1;
+                r.usage.accepted += 1;
+                self.stats.accepted_tokens += 1;
+            }
+            let pos = r.total();
+            r.output.push(token);
+            self.stats.generated_tokens += 1;
+            if r.output.len() > r.delivered {
+                r.delivered = r.output.len();
+                let row = &rows[(last + j) * vocab..(last + j + 1) * vocab];
+                let logprobs = r.params.logprobs.map(|n| Box::new(logprobs(row, token, n)));
+                (r.sink)(Event::Token {
+                    id: token,
+                    position: pos as u32,
+                    logprobs,
+                });
+            }
+            let stop = !r.params.ignore_eos && r.params.stop_token_ids.contains(&token);
+            if stop || r.output.len() >= r.params.max_tokens {
+                let reason = if stop { FinishReason::Stop } else { FinishReason::Length };
+                self.finish(id, reason);
+                return false;
+            }
+        }
+        if !drafts.is_empty() {
+            let seq = self.cache.seqs.get_mut(&r.seq).expect("a decoding sequence has state");
+            seq.settle(r.fed as u32, self.runner.config());
+        }
+        true
+    }
+
+    /// Runs the drafters for the lanes that just ran and may draft, keeping their proposals for the next round.
+    fn draft(&mut self, ran: &[Ran], streams: &[f32]) {
+        if !self.drafter.cfg.is_on() {
             return;
         }
-        let pos = r.total();
-        let last = rows.len() / vocab - 1;
-        let row = &rows[last * vocab..(last + 1) * vocab];
-        let token = sample(row, &r.params.sampling, r.key, pos as u64);
-        r.output.push(token);
-        self.stats.generated_tokens += 1;
-        if r.output.len() > r.delivered {
-            r.delivered = r.output.len();
-            let logprobs = r.params.logprobs.map(|n| Box::new(logprobs(row, token, n)));
-            (r.sink)(Event::Token {
-                id: token,
-                position: pos as u32,
-                logprobs,
-            });
+        let window = self.runner.config().sliding_window;
+        let lanes: Vec<DraftLane<'_>> = ran
+            .iter()
+            .map(|x| (x, &self.reqs[&x.id]))
+            .filter(|(_, r)| r.params.draft)
+            .map(|(x, r)| DraftLane {
+                seq: r.seq,
+                tokens: r.prompt.iter().chain(&r.output).copied().collect(),
+                prompt_len: r.prompt.len(),
+                params: &r.params,
+                key: r.key,
+                start: x.start,
+                fed: r.fed,
+                first_row: x.first_row,
+                max_drafts: if r.decode_ready() {
+                    (r.params.max_tokens - r.output.len() - 1).min(window - 1)
+                } else {
+                    0
+                },
+            })
+            .collect();
+        let ids: Vec<RequestId> = ran
+            .iter()
+            .filter(|x| self.reqs[&x.id].params.draft)
+            .map(|x| x.id)
+            .collect();
+        let result = self.drafter.run(&*self.runner, &mut self.cache, &lanes, streams);
+        drop(lanes);
+        let vocab = self.runner.vocab_size() as u32;
+        match result {
+            Ok(proposals) => {
+                for (id, mut d) in ids.into_iter().zip(proposals) {
+                    if let Some(bad) = d.iter().position(|&t| t >= vocab) {
+                        d.truncate(bad);
+                    }
+                    self.reqs.get_mut(&id).expect("drafting request").drafts = d;
+                }
+            }
+            Err(e) => {
+                for id in ids {
+                    self.fail(id, format!("the MTP drafter failed: {e}"));
+                }
+            }
         }
-        let stop = !r.params.ignore_eos && r.params.stop_token_ids.contains(&token);
-        if stop {
-            self.finish(id, FinishReason::Stop);
-        } else if r.output.len() >= r.params.max_tokens {
-            self.finish(id, FinishReason::Length);
+    }
+
+    /// Captures the state of every lane that just reached a prompt block boundary for prefix reuse.
+    fn snapshot(&mut self, ran: &[Ran]) {
+        if self.cfg.prefix_cache_tokens == 0 {
+            return;
+        }
+        for x in ran {
+            let Some(r) = self.reqs.get(&x.id) else { continue };
+            if r.fed <= r.prompt.len()
+                && r.fed.is_multiple_of(BLOCK_TOKENS)
+                && let Some(state) = self.cache.seqs.get(&r.seq)
+            {
+                self.prefix.insert(&r.prompt[..r.fed], state);
+            }
         }
     }
 

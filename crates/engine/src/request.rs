@@ -74,6 +74,9 @@ pub struct Usage {
     pub cached_tokens: usize,
     /// Times the request was preempted and replayed.
     pub preemptions: usize,
+    /// Draft tokens run through the target for it, and those the target kept.
+    pub drafted: usize,
+    pub accepted: usize,
 }
 
 /// What the engine sends a request's owner.

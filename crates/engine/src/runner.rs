@@ -1,17 +1,38 @@
-//! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state.
+//! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state, and its MTP layer.
 
 use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::config::dsv4::Dsv4Config;
 use tensorfold_model::dsv4::batch::Batch;
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
 
+/// What a pass returns: logits of the rows asked for, and the output streams of every row.
+#[derive(Clone, Debug, Default)]
+pub struct Rows {
+    pub logits: Vec<f32>,  // [logit_rows, vocab]
+    pub streams: Vec<f32>, // [rows, hc, D]
+}
+
 /// A model the engine can drive.
 pub trait Runner: Send {
     /// Logits `[logit_rows.len(), vocab]` for the given rows of `batch`, advancing each sequence's state in `cache`.
-    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Vec<f32>, String>;
-    fn vocab_size(&self) -> usize;
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String>;
+    /// MTP layer 0 on `batch`: row i joins `streams` row i with the embedding of the token that follows it.
+    fn forward_mtp(
+        &self,
+        batch: &Batch,
+        streams: &[f32],
+        cache: &mut Dsv4Cache,
+        logit_rows: &[usize],
+    ) -> Result<Rows, String>;
+    fn config(&self) -> &Dsv4Config;
+    fn vocab_size(&self) -> usize {
+        self.config().vocab_size
+    }
     /// Longest sequence (prompt plus generated tokens) the model accepts.
-    fn max_context(&self) -> usize;
+    fn max_context(&self) -> usize {
+        self.config().max_position_embeddings
+    }
 }
 
 /// DeepSeek V4 on the CPU.
@@ -20,20 +41,41 @@ pub struct Dsv4Runner {
     pub launch: CpuLaunch,
 }
 
+fn options(logit_rows: &[usize]) -> ForwardOptions {
+    ForwardOptions {
+        keep_layers: false,
+        logit_rows: Some(logit_rows.to_vec()),
+    }
+}
+
 impl Runner for Dsv4Runner {
-    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Vec<f32>, String> {
-        let opts = ForwardOptions {
-            keep_layers: false,
-            logit_rows: Some(logit_rows.to_vec()),
-        };
-        Ok(self.model.forward_with(batch, cache, self.launch, &opts)?.logits)
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
+        let out = self
+            .model
+            .forward_with(batch, cache, self.launch, &options(logit_rows))?;
+        Ok(Rows {
+            logits: out.logits,
+            streams: out.last_streams,
+        })
     }
 
-    fn vocab_size(&self) -> usize {
-        self.model.config.vocab_size
+    fn forward_mtp(
+        &self,
+        batch: &Batch,
+        streams: &[f32],
+        cache: &mut Dsv4Cache,
+        logit_rows: &[usize],
+    ) -> Result<Rows, String> {
+        let out = self
+            .model
+            .forward_mtp_with(0, batch, streams, cache, self.launch, &options(logit_rows))?;
+        Ok(Rows {
+            logits: out.logits,
+            streams: out.last_streams,
+        })
     }
 
-    fn max_context(&self) -> usize {
-        self.model.config.max_position_embeddings
+    fn config(&self) -> &Dsv4Config {
+        &self.model.config
     }
 }

@@ -13,6 +13,8 @@ pub struct Lane {
     pub tokens_left: usize,
     /// Largest chunk this request may take now (a prefix-cache block boundary caps it).
     pub max_chunk: usize,
+    /// Draft tokens it could run after its last token, granted from budget the round leaves over.
+    pub drafts: usize,
     pub decoding: bool,
     pub background: bool,
     /// Rounds in a row it was passed over.
@@ -35,6 +37,14 @@ pub fn plan(lanes: &[Lane], budget: usize, max_lanes: usize) -> Vec<(RequestId, 
             left -= n;
         }
     }
+    for (id, n) in &mut out {
+        let l = lanes.iter().find(|l| l.id == *id).expect("planned lane");
+        if *n == l.tokens_left {
+            let extra = l.drafts.min(left);
+            *n += extra;
+            left -= extra;
+        }
+    }
     out
 }
 
@@ -55,6 +65,7 @@ mod tests {
             id: RequestId(id),
             tokens_left,
             max_chunk: usize::MAX,
+            drafts: 0,
             decoding,
             background,
             waited,
@@ -86,6 +97,28 @@ mod tests {
         assert_eq!(
             plan(&lanes, 400, 8),
             vec![(RequestId(1), 300), (RequestId(3), 40), (RequestId(4), 1)]
+        );
+    }
+
+    #[test]
+    fn drafts_take_only_the_budget_left_over() {
+        let mut a = lane(1, 1, true, false, 0);
+        a.drafts = 4;
+        let mut b = lane(2, 1, true, false, 0);
+        b.drafts = 3;
+        let c = lane(3, 10, false, false, 0);
+        assert_eq!(
+            plan(&[a, b, c], 16, 8),
+            vec![(RequestId(1), 5), (RequestId(2), 1), (RequestId(3), 10)]
+        );
+        assert_eq!(
+            plan(&[a, b, c], 11, 8),
+            vec![(RequestId(1), 1), (RequestId(2), 1), (RequestId(3), 9)]
+        );
+        assert_eq!(
+            plan(&[a, b], 100, 1),
+            vec![(RequestId(1), 5)],
+            "drafts never add a lane"
         );
     }
 

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use common::{Done, Rec, drain, engine, prompt, submit};
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{
-    Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerateParams, Priority, RequestId, token_sha,
+    DraftConfig, Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerateParams, Priority, RequestId,
+    token_sha,
 };
 
 /// xorshift64: a seeded source for the interleavings.
@@ -86,6 +87,14 @@ fn random_interleavings_never_lose_or_duplicate_a_token() {
             max_lanes: 1 + rng.below(6) as usize,
             capacity_tokens: 160 + rng.below(200) as usize,
             prefix_cache_tokens: [0, 128, 4096][rng.below(3) as usize],
+            drafts: [
+                DraftConfig::default(),
+                DraftConfig::off(),
+                DraftConfig {
+                    mtp_drafts: 3,
+                    context_drafts: 4,
+                },
+            ][trial % 3],
         };
         let mut e = engine(cfg, 1);
         let mut reqs: Vec<(RequestId, Vec<u32>, GenerateParams, Rec)> = Vec::new();

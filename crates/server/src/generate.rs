@@ -162,6 +162,9 @@ pub struct Final {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     pub cached_tokens: usize,
+    /// Draft tokens the target ran for this request, and those it kept.
+    pub drafted: usize,
+    pub accepted: usize,
     pub token_sha: String,
     pub error: Option<String>,
     /// Logprob entries not yet sent (all of them when the reply is not streamed).
@@ -180,7 +183,8 @@ impl Final {
 
     pub fn extension(&self) -> serde_json::Value {
         serde_json::json!({
-            "token_sha": self.token_sha, "cached_tokens": self.cached_tokens, "drafted": 0, "accepted": 0,
+            "token_sha": self.token_sha, "cached_tokens": self.cached_tokens,
+            "drafted": self.drafted, "accepted": self.accepted,
         })
     }
 }
@@ -313,8 +317,12 @@ impl Run {
                     let reason = if self.stopped { "stop" } else { reason.as_str() };
                     let tail = self.stop.flush();
                     let mut p = self.end(reason, usage.cached_tokens, tail, None);
+                    st.metrics.drafted.inc_by(usage.drafted as u64);
+                    st.metrics.accepted.inc_by(usage.accepted as u64);
                     if let Piece::Done(_, f) = &mut p {
                         f.prompt_tokens = usage.prompt_tokens;
+                        f.drafted = usage.drafted;
+                        f.accepted = usage.accepted;
                         // A stop string ends the output at the token that completed it, whatever the engine ran on.
                         f.token_sha = if self.stopped { token_sha(&self.ids) } else { sha };
                     }
@@ -347,6 +355,8 @@ impl Run {
                 prompt_tokens: 0,
                 completion_tokens: self.ids.len(),
                 cached_tokens: cached,
+                drafted: 0,
+                accepted: 0,
                 token_sha: String::new(),
                 error,
                 logprobs: std::mem::take(&mut self.logprobs),

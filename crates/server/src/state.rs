@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tensorfold_engine::runner::Dsv4Runner;
-use tensorfold_engine::{Engine, EngineConfig, EngineHandle};
+use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::load_model;
 use tensorfold_model::dsv4::semantics::Semantics;
@@ -31,6 +31,8 @@ pub struct ServerConfig {
     pub max_queue: usize,
     /// Whether requests may use drafts.
     pub drafts: bool,
+    /// Chained MTP drafts per round when drafts are on.
+    pub mtp_drafts: usize,
     /// CPU threads for the model.
     pub threads: usize,
     /// One line to stderr per finished request (never keys or text).
@@ -46,6 +48,7 @@ impl Default for ServerConfig {
             parallel: 16,
             max_queue: 256,
             drafts: true,
+            mtp_drafts: DraftConfig::default().mtp_drafts,
             threads: 2,
             log: true,
         }
@@ -127,6 +130,14 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         capacity_tokens: context.saturating_mul(cfg.parallel.max(1)),
+        drafts: if cfg.drafts {
+            DraftConfig {
+                mtp_drafts: cfg.mtp_drafts,
+                ..DraftConfig::default()
+            }
+        } else {
+            DraftConfig::off()
+        },
         ..EngineConfig::default()
     };
     let engine = Engine::new(Box::new(Dsv4Runner { model, launch }), ecfg);

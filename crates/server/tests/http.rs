@@ -46,7 +46,8 @@ async fn completion_plain_and_streamed_agree() {
     assert_eq!(v["usage"]["total_tokens"], t["count"].as_u64().unwrap() + 8);
     let sha = v["tensorfold"]["token_sha"].as_str().unwrap().to_string();
     assert!(!sha.is_empty());
-    assert_eq!(v["tensorfold"]["drafted"], 0);
+    let (drafted, accepted) = (&v["tensorfold"]["drafted"], &v["tensorfold"]["accepted"]);
+    assert!(drafted.as_u64().unwrap() >= accepted.as_u64().unwrap(), "{v}");
     let mut sb = body.clone();
     sb["stream"] = json!(true);
     sb["stream_options"] = json!({"include_usage": true});
@@ -361,6 +362,18 @@ async fn background_priority_and_serial_reference_give_the_same_bits() {
     let (code, bv) = post(&s.url("/v1/completions"), &b).await;
     assert_eq!(code, 200, "{bv}");
     assert_eq!(a["tensorfold"]["token_sha"], bv["tensorfold"]["token_sha"]);
+    assert!(a["tensorfold"]["drafted"].as_u64().unwrap() > 0, "drafts ran: {a}");
+    assert_eq!(bv["tensorfold"]["drafted"], 0, "`draft: false` is the serial reference");
+    let text = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    let counter = |name: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(counter("tensorfold_draft_tokens_total") >= a["tensorfold"]["drafted"].as_u64().unwrap());
+    assert!(counter("tensorfold_draft_accepted_tokens_total") >= a["tensorfold"]["accepted"].as_u64().unwrap());
     assert_eq!(a["choices"][0]["text"], bv["choices"][0]["text"]);
 }
 

@@ -1,6 +1,7 @@
 //! Each sequence's state for the DeepSeek V4 forward pass: window KV, compressor state, compressed KV, indexer keys.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use super::batch::SeqSlot;
 use crate::config::dsv4::Dsv4Config;
@@ -12,6 +13,46 @@ pub struct CompressorState {
     pub kv: Vec<f32>,      // [tokens, width]
     pub gate: Vec<f32>,    // [tokens, width]
     pub entries: Vec<f32>, // [num_entries, head_dim]
+    /// Held for a rollback: `trim` keeps every projection until the mark is settled.
+    pub pinned: bool,
+}
+
+impl CompressorState {
+    /// The first position whose projection a state of `len` tokens still needs (an overlapping ratio-4 entry also reads the window before).
+    pub fn keep_from(len: u32, ratio: usize) -> u32 {
+        let done = len as usize / ratio;
+        let kept = if ratio == 4 { done.saturating_sub(1) } else { done };
+        (ratio * kept) as u32
+    }
+
+    /// Drops the projections a state of `len` tokens no longer needs, unless pinned.
+    pub fn trim(&mut self, len: u32, ratio: usize) {
+        let keep_from = Self::keep_from(len, ratio);
+        if self.pinned || keep_from <= self.first_pos {
+            return;
+        }
+        let width = self.kv.len() / (len - self.first_pos) as usize;
+        let drop = (keep_from - self.first_pos) as usize * width;
+        self.kv.drain(..drop);
+        self.gate.drain(..drop);
+        self.first_pos = keep_from;
+    }
+
+    /// From `now` tokens back to the first `len`: later projections and the entries they finished go, then the pin.
+    fn truncate(&mut self, now: u32, len: u32, ratio: usize) {
+        if now > self.first_pos {
+            let width = self.kv.len() / (now - self.first_pos) as usize;
+            let held = len.saturating_sub(self.first_pos) as usize * width;
+            self.kv.truncate(held);
+            self.gate.truncate(held);
+        }
+        let (done_now, done) = (now as usize / ratio, len as usize / ratio);
+        if let Some(entry_dim) = self.entries.len().checked_div(done_now) {
+            self.entries.truncate(done * entry_dim);
+        }
+        self.pinned = false;
+        self.trim(len, ratio);
+    }
 }
 
 /// One layer's state for one sequence.
@@ -23,6 +64,23 @@ pub struct LayerCache {
     pub indexer: Option<CompressorState>,
 }
 
+/// Which layers a mark covers: the main layers (at `len`) or one MTP layer (at its `mtp_len`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Main,
+    Mtp(usize),
+}
+
+/// What a rollback needs beyond the state itself: the window rows that the marked rows overwrite.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub stage: Stage,
+    /// The stage's position when marked.
+    pub start: u32,
+    /// Per covered layer, the window rows of positions `start..` as they were before the marked rows ran.
+    pub window: Vec<Vec<f32>>, // [layers][rows, head_dim]
+}
+
 /// One sequence's state across the main layers, then the MTP layers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SeqCache {
@@ -31,6 +89,10 @@ pub struct SeqCache {
     /// Positions each MTP layer has processed.
     pub mtp_len: Vec<u32>,
     pub layers: Vec<LayerCache>,
+    /// The main layers' output streams at position `len - 1`, kept for the MTP layer that runs that position once the next token is known.
+    pub mtp_stream: Vec<f32>, // [hc, D]
+    /// Set while rows that may be rolled back run.
+    pub mark: Option<Mark>,
 }
 
 impl SeqCache {
@@ -50,6 +112,74 @@ impl SeqCache {
             len: 0,
             mtp_len: vec![0; config.num_nextn_predict_layers],
             layers,
+            mtp_stream: Vec::new(),
+            mark: None,
+        }
+    }
+
+    /// The next position `stage` will process.
+    pub fn position(&self, stage: Stage) -> u32 {
+        match stage {
+            Stage::Main => self.len,
+            Stage::Mtp(i) => self.mtp_len[i],
+        }
+    }
+
+    fn layer_range(stage: Stage, config: &Dsv4Config) -> Range<usize> {
+        match stage {
+            Stage::Main => 0..config.num_hidden_layers,
+            Stage::Mtp(i) => config.num_hidden_layers + i..config.num_hidden_layers + i + 1,
+        }
+    }
+
+    /// Remembers what running up to `rows` more rows through `stage` overwrites, so `settle` can return to any length in between.
+    pub fn mark(&mut self, stage: Stage, rows: usize, config: &Dsv4Config) {
+        assert!(self.mark.is_none(), "a sequence holds one mark at a time");
+        let (window, hd) = (config.sliding_window, config.head_dim);
+        assert!(rows <= window, "{rows} marked rows overrun the {window}-row window");
+        let start = self.position(stage);
+        let saved = Self::layer_range(stage, config)
+            .map(|l| {
+                let layer = &mut self.layers[l];
+                for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
+                    st.pinned = true;
+                }
+                (start as usize..start as usize + rows)
+                    .flat_map(|p| layer.window[p % window * hd..(p % window + 1) * hd].iter().copied())
+                    .collect()
+            })
+            .collect();
+        self.mark = Some(Mark {
+            stage,
+            start,
+            window: saved,
+        });
+    }
+
+    /// Keeps the marked stage's first `len` positions and undoes the rest exactly, as if they never ran; drops the mark.
+    pub fn settle(&mut self, len: u32, config: &Dsv4Config) {
+        let mark = self.mark.take().expect("settle needs a mark");
+        let now = self.position(mark.stage);
+        assert!(
+            mark.start <= len && len <= now,
+            "settle to {len} outside the marked rows {}..{now}",
+            mark.start
+        );
+        let (window, hd) = (config.sliding_window, config.head_dim);
+        for (l, saved) in Self::layer_range(mark.stage, config).zip(&mark.window) {
+            let layer = &mut self.layers[l];
+            for p in len..now {
+                let (slot, i) = (p as usize % window, (p - mark.start) as usize);
+                layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&saved[i * hd..(i + 1) * hd]);
+            }
+            let ratio = config.compress_ratio(l);
+            for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
+                st.truncate(now, len, ratio);
+            }
+        }
+        match mark.stage {
+            Stage::Main => self.len = len,
+            Stage::Mtp(i) => self.mtp_len[i] = len,
         }
     }
 }

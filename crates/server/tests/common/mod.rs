@@ -65,6 +65,7 @@ pub fn config(name: &str) -> ServerConfig {
         parallel: 16,
         max_queue: 64,
         drafts: true,
+        mtp_drafts: 1,
         threads: 1,
         log: false,
     }

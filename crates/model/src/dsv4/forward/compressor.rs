@@ -100,16 +100,7 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &[f32],
         }
     }
     for (g, group) in pass.groups.iter().enumerate() {
-        let st = state(cache, pass, g, layer_idx, kind);
-        let done = (group.start as usize + group.rows.len()) / ratio;
-        let keep_from = if shape.overlap {
-            ratio * done.saturating_sub(1)
-        } else {
-            ratio * done
-        } as u32;
-        let drop = (keep_from - st.first_pos) as usize * width;
-        st.kv.drain(..drop);
-        st.gate.drain(..drop);
-        st.first_pos = keep_from;
+        let end = group.start + group.rows.len() as u32;
+        state(cache, pass, g, layer_idx, kind).trim(end, ratio);
     }
 }

@@ -192,26 +192,36 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
-        out.logits = match &opts.logit_rows {
-            None => self.head(&pass, &x, &self.weights.hc_head, &self.weights.norm),
-            Some(rows) => {
-                let n = hc * d;
-                if let Some(&r) = rows.iter().find(|&&r| r >= pass.rows()) {
-                    return Err(format!("logit row {r} is outside the batch of {} rows", pass.rows()));
-                }
-                let picked: Vec<f32> = rows
-                    .iter()
-                    .flat_map(|&r| x[r * n..(r + 1) * n].iter().copied())
-                    .collect();
-                let sub = Pass {
-                    positions: rows.iter().map(|&r| pass.positions[r]).collect(),
-                    ..pass.clone_shallow()
-                };
-                self.head(&sub, &picked, &self.weights.hc_head, &self.weights.norm)
-            }
-        };
+        out.logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts)?;
         out.last_streams = x;
         Ok(out)
+    }
+
+    /// The head over the rows `opts` asks for (every row when it names none).
+    pub(crate) fn logits(
+        &self,
+        pass: &Pass<'_>,
+        x: &[f32],
+        hc: &super::weights::Hc,
+        norm: &[f32],
+        opts: &ForwardOptions,
+    ) -> Result<Vec<f32>, String> {
+        let Some(rows) = &opts.logit_rows else {
+            return Ok(self.head(pass, x, hc, norm));
+        };
+        let n = self.config.hc_mult * self.config.hidden_size;
+        if let Some(&r) = rows.iter().find(|&&r| r >= pass.rows()) {
+            return Err(format!("logit row {r} is outside the batch of {} rows", pass.rows()));
+        }
+        let picked: Vec<f32> = rows
+            .iter()
+            .flat_map(|&r| x[r * n..(r + 1) * n].iter().copied())
+            .collect();
+        let sub = Pass {
+            positions: rows.iter().map(|&r| pass.positions[r]).collect(),
+            ..pass.clone_shallow()
+        };
+        Ok(self.head(&sub, &picked, hc, norm))
     }
 
     /// hc_head, the final norm and the vocabulary head: `[rows, hc, D]` streams to `[rows, vocab]` logits.

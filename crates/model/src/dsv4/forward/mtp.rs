@@ -4,7 +4,7 @@ use tensorfold_kernels::Faults;
 use tensorfold_kernels::embedding::embedding;
 use tensorfold_kernels::rms_norm::rms_norm;
 
-use super::{Dsv4Model, block, linear};
+use super::{Dsv4Model, ForwardOptions, Output, block, linear};
 use crate::dsv4::batch::Batch;
 use crate::dsv4::cache::Dsv4Cache;
 
@@ -18,6 +18,22 @@ impl Dsv4Model {
         cache: &mut Dsv4Cache,
         launch: tensorfold_kernels::cpu::CpuLaunch,
     ) -> Result<Vec<f32>, String> {
+        let opts = ForwardOptions::default();
+        Ok(self
+            .forward_mtp_with(mtp_idx, batch, streams, cache, launch, &opts)?
+            .logits)
+    }
+
+    /// `forward_mtp` with `opts`: logits only for the rows asked for; `last_streams` is the layer's output `[rows, hc, D]` (the input of a chained step).
+    pub fn forward_mtp_with(
+        &self,
+        mtp_idx: usize,
+        batch: &Batch,
+        streams: &[f32],
+        cache: &mut Dsv4Cache,
+        launch: tensorfold_kernels::cpu::CpuLaunch,
+        opts: &ForwardOptions,
+    ) -> Result<Output, String> {
         let c = &self.config;
         let w = self
             .weights
@@ -51,6 +67,11 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
-        Ok(self.head(&pass, &x, &w.hc_head, &w.norm))
+        let logits = self.logits(&pass, &x, &w.hc_head, &w.norm, opts)?;
+        Ok(Output {
+            logits,
+            layer_streams: Vec::new(),
+            last_streams: x,
+        })
     }
 }
