@@ -1,8 +1,9 @@
-//! TensorFold's engine: requests, lane rounds, the prefix cache and keyed sampling.
+//! TensorFold's engine: requests, lane rounds, the block pool and prefix cache, keyed sampling.
 
 pub mod engine;
 pub mod handle;
 pub mod philox;
+pub mod pool;
 pub mod prefix;
 pub mod request;
 pub mod runner;

@@ -120,10 +120,10 @@ impl Metrics {
 
     /// The text exposition, with the gauges read from `stats`.
     pub fn render(&self, stats: &EngineStats) -> String {
-        let usage = if stats.capacity_tokens == 0 {
+        let usage = if stats.blocks_total == 0 {
             0.0
         } else {
-            stats.reserved_tokens as f64 / stats.capacity_tokens as f64
+            stats.blocks_used as f64 / stats.blocks_total as f64
         };
         self.running.set(stats.running as i64);
         self.waiting.set(stats.waiting as i64);

@@ -15,6 +15,7 @@ use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
 use super::batch::{Batch, SeqRows};
+use super::blocks::BlockLayout;
 use super::cache::{Dsv4Cache, SeqCache};
 use super::semantics::Semantics;
 use super::weights::Dsv4Weights;
@@ -25,6 +26,8 @@ pub struct Dsv4Model {
     pub config: Dsv4Config,
     pub weights: Dsv4Weights,
     pub semantics: Semantics,
+    /// Where each layer's finished entries sit in a cache block.
+    pub layout: BlockLayout,
     /// RoPE inverse frequencies of window-only layers (plain) and compressed layers (YaRN).
     rope_main: Vec<f32>,
     rope_compress: Vec<f32>,
@@ -92,10 +95,12 @@ impl Dsv4Model {
             beta_slow: c.rope_scaling.beta_slow,
         };
         let rope_compress = inv_freqs(c.qk_rope_head_dim, c.compress_rope_theta, Some(yarn));
+        let layout = BlockLayout::new(c);
         Dsv4Model {
             config,
             weights,
             semantics,
+            layout,
             rope_main,
             rope_compress,
         }
@@ -110,7 +115,7 @@ impl Dsv4Model {
         }
     }
 
-    /// Checks `batch` against each sequence's position (`at`) and the vocabulary, and lays out its rows.
+    /// Checks `batch` against each sequence's position (`at`), its blocks and the vocabulary, and lays out its rows.
     fn pass(
         &self,
         batch: &Batch,
@@ -128,6 +133,7 @@ impl Dsv4Model {
                     g.seq.0, g.start
                 ));
             }
+            cache.cover(g.seq, g.start as usize + g.rows.len())?;
         }
         if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
