@@ -490,3 +490,60 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tensorfold_model::dsv4::blocks::Section;
+
+    use super::*;
+
+    /// A runner with no model: the block bookkeeping alone.
+    struct NoModel;
+
+    impl Runner for NoModel {
+        fn forward(&self, _: &Batch, _: &mut Dsv4Cache, rows: &[usize]) -> Result<Vec<f32>, String> {
+            Ok(vec![0.0; rows.len() * 4])
+        }
+
+        fn vocab_size(&self) -> usize {
+            4
+        }
+
+        fn max_context(&self) -> usize {
+            1 << 20
+        }
+    }
+
+    #[test]
+    fn a_shared_block_is_copied_before_a_pass_writes_into_it_and_a_registered_one_is_dropped_from_reuse() {
+        let mut e = Engine::new(Box::new(NoModel), EngineConfig::default());
+        let s = Section {
+            offset: 0,
+            per_block: 32,
+            width: 2,
+        };
+        let (a, b) = (SeqSlot(1), SeqSlot(2));
+        e.give_blocks(a, 0, 200);
+        let shared = e.cache.table(a).to_vec();
+        e.cache.store.put(&shared, s, 5, &[1.0, 2.0], 64);
+        shared.iter().for_each(|&blk| e.pool.retain(blk));
+        e.cache.tables.insert(b, shared.clone());
+        // Sequence b rolled back into its first block: that block is copied, the second (not written) stays shared.
+        e.give_blocks(b, 100, 120);
+        let table = e.cache.table(b).to_vec();
+        assert_ne!(table[0], shared[0]);
+        assert_eq!(table[1], shared[1]);
+        assert_eq!((e.pool.refs(shared[0]), e.pool.refs(table[0]), e.pool.refs(shared[1])), (1, 1, 2));
+        let mut copied = Vec::new();
+        e.cache.store.gather(&table, s, 6, &mut copied);
+        assert_eq!(copied[10..], [1.0, 2.0], "the copy holds the shared block's entries");
+        let registered = e.pool.register(7, 0, &[1], shared[0], SeqCache::default());
+        assert!(registered.is_some());
+        e.give_blocks(a, 120, 121);
+        assert!(!e.pool.is_registered(shared[0]), "a block written again is no longer offered for reuse");
+        assert_eq!(e.cache.table(a), shared, "a block held alone is written in place");
+        e.free_seq(a);
+        e.free_seq(b);
+        assert_eq!(e.pool.used(), 0);
+    }
+}

@@ -210,9 +210,10 @@ fn the_threaded_handle_streams_and_cancels() {
     assert!(tokens < 200);
     let freed = (0..200).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        handle.stats().running == 0
+        let s = handle.stats();
+        (s.running, s.blocks_used, s.blocks_reserved) == (0, 0, 0)
     });
-    assert!(freed, "the cancelled request's state was not freed");
+    assert!(freed, "the cancelled request's blocks were not freed: {:?}", handle.stats());
     let err = handle
         .submit(Vec::new(), params(0.0, None, 1), Box::new(|_| {}))
         .unwrap_err();
