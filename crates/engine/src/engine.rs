@@ -156,7 +156,10 @@ impl Engine {
         if need > limit {
             let room = limit.saturating_sub(prompt.len());
             let pool = if limit == pool_tokens {
-                format!(" (the cache pool holds {} blocks of {BLOCK_TOKENS})", self.cfg.pool_blocks)
+                format!(
+                    " (the cache pool holds {} blocks of {BLOCK_TOKENS})",
+                    self.cfg.pool_blocks
+                )
             } else {
                 String::new()
             };
@@ -254,7 +257,11 @@ impl Engine {
             r.admitted_at = round;
             r.fed = 0;
             r.usage.cached_tokens = 0;
-            let hit = self.cfg.prefix_cache.then(|| prefix::lookup(&self.pool, &r.prompt)).flatten();
+            let hit = self
+                .cfg
+                .prefix_cache
+                .then(|| prefix::lookup(&self.pool, &r.prompt))
+                .flatten();
             if let Some((blocks, state)) = hit {
                 // The hit shares the prefix's blocks; only the small state after the last one is copied.
                 let len = blocks.len() * BLOCK_TOKENS;
@@ -441,7 +448,10 @@ impl Engine {
         for i in from / BLOCK_TOKENS..table.len().min(need) {
             let b = table[i];
             if self.pool.refs(b) > 1 {
-                let copy = self.pool.alloc().expect("admission reserved every block a request holds");
+                let copy = self
+                    .pool
+                    .alloc()
+                    .expect("admission reserved every block a request holds");
                 self.cache.store.copy(b, copy);
                 self.pool.release(b);
                 table[i] = copy;
@@ -450,7 +460,11 @@ impl Engine {
             }
         }
         while table.len() < need {
-            table.push(self.pool.alloc().expect("admission reserved every block a request holds"));
+            table.push(
+                self.pool
+                    .alloc()
+                    .expect("admission reserved every block a request holds"),
+            );
         }
     }
 
@@ -533,14 +547,20 @@ mod tests {
         let table = e.cache.table(b).to_vec();
         assert_ne!(table[0], shared[0]);
         assert_eq!(table[1], shared[1]);
-        assert_eq!((e.pool.refs(shared[0]), e.pool.refs(table[0]), e.pool.refs(shared[1])), (1, 1, 2));
+        assert_eq!(
+            (e.pool.refs(shared[0]), e.pool.refs(table[0]), e.pool.refs(shared[1])),
+            (1, 1, 2)
+        );
         let mut copied = Vec::new();
         e.cache.store.gather(&table, s, 6, &mut copied);
         assert_eq!(copied[10..], [1.0, 2.0], "the copy holds the shared block's entries");
         let registered = e.pool.register(7, 0, &[1], shared[0], SeqCache::default());
         assert!(registered.is_some());
         e.give_blocks(a, 120, 121);
-        assert!(!e.pool.is_registered(shared[0]), "a block written again is no longer offered for reuse");
+        assert!(
+            !e.pool.is_registered(shared[0]),
+            "a block written again is no longer offered for reuse"
+        );
         assert_eq!(e.cache.table(a), shared, "a block held alone is written in place");
         e.free_seq(a);
         e.free_seq(b);

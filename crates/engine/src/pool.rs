@@ -262,9 +262,16 @@ mod tests {
         let s = p.register(7, 0, &[1, 2, 3], a, "a").unwrap();
         assert_eq!(p.find(7, 0, &[1, 2, 3]).map(|f| (f.serial, *f.payload)), Some((s, "a")));
         assert!(p.find(7, 0, &[1, 2, 4]).is_none(), "same hash, other tokens");
-        assert!(p.find(7, s, &[1, 2, 3]).is_none(), "same hash and tokens after another block");
+        assert!(
+            p.find(7, s, &[1, 2, 3]).is_none(),
+            "same hash and tokens after another block"
+        );
         let b = p.alloc().unwrap();
-        assert_eq!(p.register(7, 0, &[9, 9, 9], b, "b"), None, "a taken hash keeps its block");
+        assert_eq!(
+            p.register(7, 0, &[9, 9, 9], b, "b"),
+            None,
+            "a taken hash keeps its block"
+        );
         assert_eq!(p.register(8, 0, &[1], a, "c"), None, "a block has one registration");
         p.unregister(a);
         assert!(p.find(7, 0, &[1, 2, 3]).is_none());

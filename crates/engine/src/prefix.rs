@@ -49,8 +49,14 @@ pub fn insert<T>(pool: &mut BlockPool<T>, tokens: &[u32], table: &[BlockId], pay
         return false;
     }
     let h = *block_hashes(tokens).last().expect("at least one block");
-    pool.register(h, parent, &tokens[tokens.len() - BLOCK_TOKENS..], table[k - 1], payload())
-        .is_some()
+    pool.register(
+        h,
+        parent,
+        &tokens[tokens.len() - BLOCK_TOKENS..],
+        table[k - 1],
+        payload(),
+    )
+    .is_some()
 }
 
 #[cfg(test)]
@@ -83,13 +89,21 @@ mod tests {
         let (blocks, &len) = lookup(&pool, &prompt).unwrap();
         assert_eq!((blocks.as_slice(), len), (&table[..2], 256));
         let (blocks, &len) = lookup(&pool, &prompt[..256]).unwrap();
-        assert_eq!((blocks.as_slice(), len), (&table[..1], 128), "one token must remain to compute");
+        assert_eq!(
+            (blocks.as_slice(), len),
+            (&table[..1], 128),
+            "one token must remain to compute"
+        );
         let mut other = prompt.clone();
         other[5] = 9999;
         assert!(lookup(&pool, &other).is_none());
         other[5] = 5;
         other[200] = 1;
-        assert_eq!(lookup(&pool, &other).map(|(_, &n)| n), Some(128), "the first block still matches");
+        assert_eq!(
+            lookup(&pool, &other).map(|(_, &n)| n),
+            Some(128),
+            "the first block still matches"
+        );
         for &b in &blocks {
             pool.retain(b);
         }
@@ -107,16 +121,30 @@ mod tests {
         let mut pool = BlockPool::new(4);
         let forged = pool.alloc().unwrap();
         // b's first block registered under a's first hash, as a colliding hash would place it.
-        pool.register(block_hashes(&a)[0], 0, &b[..BLOCK_TOKENS], forged, 128).unwrap();
-        assert!(lookup(&pool, &a).is_none(), "a's hash found b's block; the token ids must refuse it");
-        assert!(lookup(&pool, &b).is_none(), "b is registered under a's hash, not its own");
+        pool.register(block_hashes(&a)[0], 0, &b[..BLOCK_TOKENS], forged, 128)
+            .unwrap();
+        assert!(
+            lookup(&pool, &a).is_none(),
+            "a's hash found b's block; the token ids must refuse it"
+        );
+        assert!(
+            lookup(&pool, &b).is_none(),
+            "b is registered under a's hash, not its own"
+        );
         // A second block whose hash collides but which follows another registration is refused too.
         let first = compute(&mut pool, &b[..BLOCK_TOKENS]);
         let second = pool.alloc().unwrap();
         let h = block_hashes(&a)[1];
-        pool.register(h, 0, &a[BLOCK_TOKENS..2 * BLOCK_TOKENS], second, 256).unwrap();
-        assert!(lookup(&pool, &a).is_none(), "a's second block was registered after no first block");
-        assert!(!insert(&mut pool, &a[..256], &[forged, second], || 256), "no verified first block");
+        pool.register(h, 0, &a[BLOCK_TOKENS..2 * BLOCK_TOKENS], second, 256)
+            .unwrap();
+        assert!(
+            lookup(&pool, &a).is_none(),
+            "a's second block was registered after no first block"
+        );
+        assert!(
+            !insert(&mut pool, &a[..256], &[forged, second], || 256),
+            "no verified first block"
+        );
         release_all(&mut pool, vec![forged, second]);
         release_all(&mut pool, first);
         pool.assert_consistent();

@@ -40,8 +40,15 @@ fn a_prefix_hit_shares_blocks_instead_of_copying_them() {
     let first = submit(&mut e, p.clone(), gp.clone());
     drain(&mut e);
     let s = e.stats();
-    assert_eq!((s.blocks_used, s.blocks_cached), (0, 2), "two whole prompt blocks kept: {s:?}");
-    let (a, b) = (submit(&mut e, p.clone(), gp.clone()), submit(&mut e, p.clone(), params(6, 4)));
+    assert_eq!(
+        (s.blocks_used, s.blocks_cached),
+        (0, 2),
+        "two whole prompt blocks kept: {s:?}"
+    );
+    let (a, b) = (
+        submit(&mut e, p.clone(), gp.clone()),
+        submit(&mut e, p.clone(), params(6, 4)),
+    );
     e.step();
     let s = e.stats();
     // Both hold the two shared blocks and one of their own: four blocks in use, not six.
@@ -50,7 +57,11 @@ fn a_prefix_hit_shares_blocks_instead_of_copying_them() {
     let want = cold(&p, &gp);
     assert_eq!(first.lock().unwrap().sha, want.sha);
     let a = a.lock().unwrap();
-    assert_eq!((a.usage.cached_tokens, &a.sha), (256, &want.sha), "resumed differs from fresh");
+    assert_eq!(
+        (a.usage.cached_tokens, &a.sha),
+        (256, &want.sha),
+        "resumed differs from fresh"
+    );
     assert_eq!(b.lock().unwrap().sha, cold(&p, &params(6, 4)).sha);
     let s = e.stats();
     assert_eq!((s.blocks_used, s.blocks_reserved, s.blocks_cached), (0, 0, 2), "{s:?}");

@@ -213,7 +213,11 @@ fn the_threaded_handle_streams_and_cancels() {
         let s = handle.stats();
         (s.running, s.blocks_used, s.blocks_reserved) == (0, 0, 0)
     });
-    assert!(freed, "the cancelled request's blocks were not freed: {:?}", handle.stats());
+    assert!(
+        freed,
+        "the cancelled request's blocks were not freed: {:?}",
+        handle.stats()
+    );
     let err = handle
         .submit(Vec::new(), params(0.0, None, 1), Box::new(|_| {}))
         .unwrap_err();

@@ -140,7 +140,11 @@ fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> (usize, EngineS
 
 fn assert_clean(e: &Engine) {
     let s = e.stats();
-    assert_eq!((s.running, s.waiting, s.blocks_reserved, s.blocks_used), (0, 0, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.running, s.waiting, s.blocks_reserved, s.blocks_used),
+        (0, 0, 0, 0),
+        "{s:?}"
+    );
 }
 
 fn cfg(max_lanes: usize, token_budget: usize) -> EngineConfig {

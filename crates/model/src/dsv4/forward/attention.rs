@@ -173,7 +173,9 @@ fn gather(
         let comp_base = (table.len() / hd) as i32;
         if let Some(st) = &layer.compressor {
             let section = pass.model.layout.section(layer_idx, EntryKind::Kv);
-            cache.store.gather(cache.table(g.seq), section, st.num_entries, &mut table);
+            cache
+                .store
+                .gather(cache.table(g.seq), section, st.num_entries, &mut table);
         }
         for (i, &r) in g.rows.iter().enumerate() {
             let t = start + i;

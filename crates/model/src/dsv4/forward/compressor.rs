@@ -30,7 +30,14 @@ fn state<'c>(
 }
 
 /// Appends the rows' projections to every sequence's state of `kind` and computes the entries they finish.
-pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &[f32], cache: &mut Dsv4Cache, kind: EntryKind) {
+pub(crate) fn step(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Compressor,
+    x: &[f32],
+    cache: &mut Dsv4Cache,
+    kind: EntryKind,
+) {
     let (ratio, hd) = (w.ratio, w.head_dim);
     let shape = CompressShape {
         ratio,
