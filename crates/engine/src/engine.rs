@@ -10,7 +10,7 @@ use crate::pool::{BLOCK_TOKENS, BlockPool};
 use crate::prefix;
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
-use crate::sampler::{prompt_key, sample};
+use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
 use crate::scheduler::{Lane, plan, preemption_victim};
 
 /// Engine limits.
@@ -146,6 +146,11 @@ impl Engine {
         }
         if let Some(t) = prompt.iter().find(|&&t| t as usize >= vocab) {
             return Err(format!("token id {t} is outside the vocabulary (0..{vocab})"));
+        }
+        if params.logprobs.is_some_and(|n| n > MAX_TOP_LOGPROBS) {
+            return Err(format!(
+                "at most {MAX_TOP_LOGPROBS} top logprobs per token can be asked for"
+            ));
         }
         if params.max_tokens == 0 {
             return Err("max_tokens must be at least 1".into());
@@ -418,19 +423,17 @@ impl Engine {
         }
         let pos = r.total();
         let last = rows.len() / vocab - 1;
-        let token = sample(
-            &rows[last * vocab..(last + 1) * vocab],
-            &r.params.sampling,
-            r.key,
-            pos as u64,
-        );
+        let row = &rows[last * vocab..(last + 1) * vocab];
+        let token = sample(row, &r.params.sampling, r.key, pos as u64);
         r.output.push(token);
         self.stats.generated_tokens += 1;
         if r.output.len() > r.delivered {
             r.delivered = r.output.len();
+            let logprobs = r.params.logprobs.map(|n| Box::new(logprobs(row, token, n)));
             (r.sink)(Event::Token {
                 id: token,
                 position: pos as u32,
+                logprobs,
             });
         }
         let stop = !r.params.ignore_eos && r.params.stop_token_ids.contains(&token);

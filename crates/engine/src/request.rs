@@ -1,6 +1,6 @@
 //! Requests: what a client asks for, what the engine sends back, and each request's lifecycle.
 
-use crate::sampler::SamplingParams;
+use crate::sampler::{SamplingParams, TokenLogprobs};
 
 /// A request's handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,6 +27,8 @@ pub struct GenerateParams {
     pub priority: Priority,
     /// `false` asks for the serial reference (no drafts); the bits are the same either way.
     pub draft: bool,
+    /// `Some(n)`: each token's log-probability and its `n` most likely alternatives.
+    pub logprobs: Option<usize>,
 }
 
 impl Default for GenerateParams {
@@ -39,6 +41,7 @@ impl Default for GenerateParams {
             ignore_eos: false,
             priority: Priority::Foreground,
             draft: true,
+            logprobs: None,
         }
     }
 }
@@ -76,8 +79,12 @@ pub struct Usage {
 /// What the engine sends a request's owner.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    /// A new token at absolute position `position`.
-    Token { id: u32, position: u32 },
+    /// A new token at absolute position `position`, with its log-probabilities when asked.
+    Token {
+        id: u32,
+        position: u32,
+        logprobs: Option<Box<TokenLogprobs>>,
+    },
     /// The request ended; no more events follow.
     Finished {
         reason: FinishReason,

@@ -1,6 +1,6 @@
 //! Keyed sampling: the token at position p is a pure function of (logits row, parameters, request key, p).
 
-use tensorfold_kernels::cpu::math::exp;
+use tensorfold_kernels::cpu::math::{exp, exp_f64, ln_f64};
 
 use crate::philox;
 
@@ -133,6 +133,46 @@ pub fn sample(logits: &[f32], params: &SamplingParams, key: u64, position: u64) 
     cand.last().map_or_else(|| argmax(logits), |&(_, id)| id)
 }
 
+/// Most alternatives a reply may ask for per token.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// The log-probability of the chosen token and of the `top` most likely ones under the raw logits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub logprob: f32,
+    /// Most likely first, ties to the lowest id.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Log-softmax of the raw logits (temperature 1, no cuts) at `chosen` and the `top` best, summed in f64 in id order.
+pub fn logprobs(logits: &[f32], chosen: u32, top: usize) -> TokenLogprobs {
+    let clean = |l: f32| if l.is_nan() { f64::NEG_INFINITY } else { l as f64 };
+    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(clean(l)));
+    let term = |l: f32| {
+        let d = clean(l) - max;
+        if d.is_nan() || d < -700.0 { 0.0 } else { exp_f64(d) }
+    };
+    let sum: f64 = logits.iter().map(|&l| term(l)).sum();
+    let lse = if sum > 0.0 { max + ln_f64(sum) } else { f64::INFINITY };
+    let lp = |id: u32| (clean(logits[id as usize]) - lse) as f32;
+    let mut best: Vec<u32> = (0..logits.len() as u32).collect();
+    let order = |a: &u32, b: &u32| {
+        clean(logits[*b as usize])
+            .total_cmp(&clean(logits[*a as usize]))
+            .then(a.cmp(b))
+    };
+    let k = top.min(best.len());
+    if k > 0 && k < best.len() {
+        best.select_nth_unstable_by(k - 1, order);
+    }
+    best.truncate(k);
+    best.sort_unstable_by(order);
+    TokenLogprobs {
+        logprob: lp(chosen),
+        top: best.into_iter().map(|id| (id, lp(id))).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +243,21 @@ mod tests {
             );
             assert!(l[t as usize] >= l[top[0] as usize] + 0.9f32.ln() - 1e-6);
         }
+    }
+
+    #[test]
+    fn logprobs_are_a_log_softmax_with_ordered_alternatives() {
+        let l = [1.0f32, 3.0, 3.0, f32::NAN, -2.0];
+        let lp = logprobs(&l, 4, 3);
+        let z: f64 = [1.0f64, 3.0, 3.0, -2.0].iter().map(|x| x.exp()).sum();
+        assert!((lp.logprob as f64 - (-2.0 - z.ln())).abs() < 1e-6);
+        let ids: Vec<u32> = lp.top.iter().map(|t| t.0).collect();
+        assert_eq!(ids, [1, 2, 0]);
+        assert_eq!(lp.top[0].1, lp.top[1].1);
+        assert!((lp.top[2].1 as f64 - (1.0 - z.ln())).abs() < 1e-6);
+        assert_eq!(logprobs(&l, 3, 0).logprob, f32::NEG_INFINITY);
+        assert_eq!(logprobs(&l, 0, 9).top.len(), 5);
+        assert_eq!(logprobs(&[f32::NAN; 3], 1, 1).logprob, f32::NEG_INFINITY);
     }
 
     #[test]

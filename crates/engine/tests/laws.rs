@@ -60,6 +60,55 @@ fn concurrent_equals_solo_at_every_temperature() {
 }
 
 #[test]
+fn logprobs_are_the_same_bits_concurrent_or_solo() {
+    let cfg = EngineConfig {
+        token_budget: 32,
+        ..Default::default()
+    };
+    let asks: Vec<(Vec<u32>, GenerateParams)> = [(6, 0.0, 0), (30, 0.9, 5), (11, 1.0, 20)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, t, top))| {
+            let gp = GenerateParams {
+                logprobs: Some(top),
+                ..params(t, Some(i as u64), 5)
+            };
+            (prompt(n, 20 + i as u32), gp)
+        })
+        .collect();
+    let alone: Vec<Done> = asks.iter().map(|(p, gp)| solo(cfg, p, gp)).collect();
+    let mut e = engine(cfg, 2);
+    let handles: Vec<_> = asks
+        .iter()
+        .map(|(p, gp)| submit(&mut e, p.clone(), gp.clone()))
+        .collect();
+    drain(&mut e);
+    for (i, (h, a)) in handles.iter().zip(&alone).enumerate() {
+        let c = h.lock().unwrap();
+        let top = asks[i].1.logprobs.unwrap();
+        assert_eq!(c.logprobs.len(), c.tokens.len(), "request {i}: one entry per token");
+        assert!(
+            c.logprobs
+                .iter()
+                .all(|(lp, alts)| alts.len() == top && f32::from_bits(*lp) <= 0.0)
+        );
+        assert_eq!(c.logprobs, a.logprobs, "request {i}");
+        if top > 0 {
+            let best = f32::from_bits(c.logprobs[0].1[0].1);
+            assert!(f32::from_bits(c.logprobs[0].0) <= best);
+        }
+    }
+    let mut e = engine(cfg, 1);
+    let (p, gp) = &asks[0];
+    let too_many = GenerateParams {
+        logprobs: Some(21),
+        ..gp.clone()
+    };
+    let err = e.submit(p.clone(), too_many, Box::new(|_| {})).unwrap_err();
+    assert!(err.contains("at most 20"), "{err}");
+}
+
+#[test]
 fn chunk_size_does_not_change_tokens() {
     let p = prompt(150, 7);
     let gp = params(0.7, Some(3), 5);

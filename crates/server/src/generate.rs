@@ -10,6 +10,7 @@ use tensorfold_model::tokenizer::TextStream;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::error::ApiError;
+use crate::logprobs::Entry;
 use crate::params::{self, Obj};
 use crate::state::AppState;
 use crate::stop::StopMatcher;
@@ -49,15 +50,7 @@ pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask,
     } else if o.get("n").is_some_and(|v| !v.is_null()) {
         return Err(ApiError::bad(Some("n"), "`n` must be 1"));
     }
-    let logprobs = match o.get("logprobs") {
-        Some(serde_json::Value::Bool(b)) if chat => *b,
-        _ if chat => params::boolean(o, "logprobs")?.unwrap_or(false),
-        _ => params::uint(o, "logprobs")?.is_some_and(|x| x > 0),
-    };
-    let top_logprobs = params::uint(o, "top_logprobs")?.unwrap_or(0);
-    if logprobs || top_logprobs > 0 {
-        return Err(ApiError::bad(Some("logprobs"), "logprobs are not supported yet"));
-    }
+    let logprobs = crate::logprobs::asked(o, chat)?;
     let temperature = params::ranged(o, "temperature", 0.0, 100.0)?.map_or(m.temperature, |x| x as f32);
     let top_p = match params::num(o, "top_p")? {
         Some(x) if !(x > 0.0 && x <= 1.0) => {
@@ -155,6 +148,7 @@ pub fn ask(st: &AppState, o: &Obj, prompt_len: usize, chat: bool) -> Result<Ask,
             ignore_eos,
             priority: params::priority(o)?,
             draft,
+            logprobs,
         },
         stops: params::stop(o)?,
         stream,
@@ -170,6 +164,8 @@ pub struct Final {
     pub cached_tokens: usize,
     pub token_sha: String,
     pub error: Option<String>,
+    /// Logprob entries not yet sent (all of them when the reply is not streamed).
+    pub logprobs: Vec<Entry>,
 }
 
 impl Final {
@@ -189,9 +185,9 @@ impl Final {
     }
 }
 
-/// A piece of the output.
+/// A piece of the output, with the logprob entries of the tokens it completes.
 pub enum Piece {
-    Text(String),
+    Text(String, Vec<Entry>),
     Done(String, Final),
 }
 
@@ -225,6 +221,7 @@ pub struct Run {
     last: Option<Instant>,
     ids: Vec<u32>,
     stopped: bool,
+    logprobs: Vec<Entry>,
 }
 
 /// Submits `prompt`; 429 when the queue is full, 400 when it can never run.
@@ -268,6 +265,7 @@ pub async fn submit(st: &Arc<AppState>, prompt: Vec<u32>, ask: &Ask) -> Result<R
         last: None,
         ids: Vec::new(),
         stopped: false,
+        logprobs: Vec::new(),
     })
 }
 
@@ -281,7 +279,7 @@ impl Run {
             };
             match ev {
                 Event::Token { .. } if self.stopped => {}
-                Event::Token { id, .. } => {
+                Event::Token { id, logprobs, .. } => {
                     let now = Instant::now();
                     match self.last {
                         None => st.metrics.ttft.observe((now - self.start).as_secs_f64()),
@@ -294,6 +292,9 @@ impl Run {
                         continue;
                     }
                     let m = st.model().expect("loaded");
+                    if let Some(lp) = logprobs {
+                        self.logprobs.push(Entry::new(&m.tok, id, &lp));
+                    }
                     let delta = self.text.push(&m.tok, id).unwrap_or_default();
                     let (out, hit) = self.stop.push(&delta);
                     if hit {
@@ -301,7 +302,7 @@ impl Run {
                         m.engine.cancel(self.guard.id);
                     }
                     if !out.is_empty() {
-                        return Piece::Text(out);
+                        return Piece::Text(out, std::mem::take(&mut self.logprobs));
                     }
                 }
                 Event::Finished {
@@ -348,6 +349,7 @@ impl Run {
                 cached_tokens: cached,
                 token_sha: String::new(),
                 error,
+                logprobs: std::mem::take(&mut self.logprobs),
             },
         )
     }
@@ -355,11 +357,17 @@ impl Run {
     /// Runs to the end, collecting the text.
     pub async fn collect(mut self) -> (String, Final) {
         let mut text = String::new();
+        let mut entries = Vec::new();
         loop {
             match self.next().await {
-                Piece::Text(t) => text.push_str(&t),
-                Piece::Done(t, f) => {
+                Piece::Text(t, lp) => {
                     text.push_str(&t);
+                    entries.extend(lp);
+                }
+                Piece::Done(t, mut f) => {
+                    text.push_str(&t);
+                    entries.append(&mut f.logprobs);
+                    f.logprobs = entries;
                     return (text, f);
                 }
             }

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod chat;
 pub mod error;
 pub mod generate;
+pub mod logprobs;
 pub mod metrics;
 pub mod params;
 pub mod routes;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::generate::{self, Final, Piece, Run};
+use crate::logprobs::{self, Entry};
 use crate::params::{self, Obj, Prompt};
 use crate::state::{AppState, unix_now};
 
@@ -136,6 +137,7 @@ async fn respond(st: Shared, o: Obj, prompt: Vec<u32>, chat: bool) -> Result<Res
         created: unix_now(),
         model: st.cfg.name.clone(),
         chat,
+        logprobs: ask.params.logprobs.is_some(),
     };
     if ask.stream {
         return Ok(stream(head, run, ask.include_usage).into_response());
@@ -144,10 +146,11 @@ async fn respond(st: Shared, o: Obj, prompt: Vec<u32>, chat: bool) -> Result<Res
     if let Some(e) = &fin.error {
         return Err(ApiError::internal(e.clone()));
     }
+    let lp = head.logprobs_json(&fin.logprobs, 0);
     let choice = if chat {
-        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": fin.reason})
+        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": lp, "finish_reason": fin.reason})
     } else {
-        json!({"index": 0, "text": text, "logprobs": null, "finish_reason": fin.reason})
+        json!({"index": 0, "text": text, "logprobs": lp, "finish_reason": fin.reason})
     };
     Ok(Json(json!({
         "id": head.id, "object": head.object(false), "created": head.created, "model": head.model,
@@ -161,9 +164,19 @@ struct Head {
     created: u64,
     model: String,
     chat: bool,
+    logprobs: bool,
 }
 
 impl Head {
+    /// The `logprobs` of a choice: null unless asked for; completion offsets start at `offset` characters.
+    fn logprobs_json(&self, entries: &[Entry], offset: usize) -> Value {
+        match (self.logprobs, self.chat) {
+            (false, _) => Value::Null,
+            (true, true) => logprobs::chat(entries),
+            (true, false) => logprobs::completion(entries, offset),
+        }
+    }
+
     fn object(&self, chunk: bool) -> &'static str {
         match (self.chat, chunk) {
             (true, true) => "chat.completion.chunk",
@@ -189,15 +202,26 @@ impl Head {
         json!({"id": self.id, "object": self.object(true), "created": self.created, "model": self.model, "choices": [choice]})
     }
 
+    /// A chunk with `text` and the logprobs of the tokens that completed it.
+    fn text_chunk(&self, text: &str, entries: &[Entry], offset: usize) -> Value {
+        let mut c = self.chunk(Some(text), false, None);
+        c["choices"][0]["logprobs"] = self.logprobs_json(entries, offset);
+        c
+    }
+
     /// The closing chunks: the finish reason, then usage when asked; `tensorfold` rides on the last.
-    fn closing(&self, tail: &str, fin: &Final, include_usage: bool) -> Vec<Value> {
+    fn closing(&self, tail: &str, fin: &Final, include_usage: bool, offset: usize) -> Vec<Value> {
         let mut out = Vec::new();
         let text = (!tail.is_empty()).then_some(tail);
         if let Some(e) = &fin.error {
             out.push(json!({"error": {"message": e, "type": "server_error", "param": null, "code": null}}));
             return out;
         }
-        out.push(self.chunk(text, false, Some(fin.reason)));
+        let mut last = self.chunk(text, false, Some(fin.reason));
+        if !fin.logprobs.is_empty() {
+            last["choices"][0]["logprobs"] = self.logprobs_json(&fin.logprobs, offset);
+        }
+        out.push(last);
         if include_usage {
             out.push(
                 json!({"id": self.id, "object": self.object(true), "created": self.created,
@@ -219,19 +243,21 @@ fn stream(head: Head, mut run: Run, include_usage: bool) -> impl IntoResponse {
         if head.chat && tx.send(ev(head.chunk(Some(""), true, None))).await.is_err() {
             return;
         }
+        let mut sent = 0;
         loop {
             let piece = tokio::select! {
                 p = run.next() => p,
                 _ = tx.closed() => return,
             };
             match piece {
-                Piece::Text(t) => {
-                    if tx.send(ev(head.chunk(Some(&t), false, None))).await.is_err() {
+                Piece::Text(t, lp) => {
+                    if tx.send(ev(head.text_chunk(&t, &lp, sent))).await.is_err() {
                         return;
                     }
+                    sent += logprobs::chars(&lp);
                 }
                 Piece::Done(tail, fin) => {
-                    for c in head.closing(&tail, &fin, include_usage) {
+                    for c in head.closing(&tail, &fin, include_usage, sent) {
                         if tx.send(ev(c)).await.is_err() {
                             return;
                         }

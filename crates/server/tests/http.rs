@@ -363,3 +363,115 @@ async fn background_priority_and_serial_reference_give_the_same_bits() {
     assert_eq!(a["tensorfold"]["token_sha"], bv["tensorfold"]["token_sha"]);
     assert_eq!(a["choices"][0]["text"], bv["choices"][0]["text"]);
 }
+
+/// The chosen tokens' bytes of a chat or completion `logprobs` object, and the entries' logprobs.
+fn logprob_columns(lp: &Value, chat: bool) -> (Vec<u8>, Vec<f64>) {
+    if chat {
+        let content = lp["content"].as_array().expect("content");
+        let bytes = content
+            .iter()
+            .flat_map(|e| e["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8))
+            .collect();
+        (bytes, content.iter().map(|e| e["logprob"].as_f64().unwrap()).collect())
+    } else {
+        let text: String = lp["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let lps = lp["token_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        (text.into_bytes(), lps)
+    }
+}
+
+#[tokio::test]
+async fn logprobs_streamed_and_not_agree_and_spell_the_text() {
+    let s = server();
+    for chat in [false, true] {
+        let (route, mut body) = if chat {
+            let b = json!({"messages": [{"role": "user", "content": "Name a colour"}], "max_tokens": 6,
+                "temperature": 0, "ignore_eos": true, "logprobs": true, "top_logprobs": 3});
+            ("/v1/chat/completions", b)
+        } else {
+            let mut b = completion("Once upon a time", 6);
+            b["logprobs"] = json!(3);
+            ("/v1/completions", b)
+        };
+        let (code, v) = post(&s.url(route), &body).await;
+        assert_eq!(code, 200, "{v}");
+        let lp = &v["choices"][0]["logprobs"];
+        let (bytes, lps) = logprob_columns(lp, chat);
+        assert_eq!(lps.len(), 6, "{lp}");
+        assert!(lps.iter().all(|&x| x <= 0.0));
+        let text = if chat {
+            v["choices"][0]["message"]["content"].as_str().unwrap()
+        } else {
+            v["choices"][0]["text"].as_str().unwrap()
+        };
+        assert!(
+            bytes.starts_with(text.trim_end_matches('\u{FFFD}').as_bytes()),
+            "{text:?}"
+        );
+        if chat {
+            for e in lp["content"].as_array().unwrap() {
+                let top = e["top_logprobs"].as_array().unwrap();
+                assert_eq!(top.len(), 3);
+                assert_eq!(top[0]["logprob"], e["logprob"], "greedy picks the most likely token");
+                assert!(top[1]["logprob"].as_f64() <= top[0]["logprob"].as_f64());
+            }
+        } else {
+            let offsets: Vec<u64> = lp["text_offset"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            assert_eq!(offsets[0], 0);
+            assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+            assert!(
+                lp["top_logprobs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|m| !m.as_object().unwrap().is_empty())
+            );
+        }
+        body["stream"] = json!(true);
+        let (chunks, done) = stream(&s.url(route), &body).await;
+        assert!(done);
+        let mut joined = Vec::new();
+        let mut offsets = Vec::new();
+        for c in &chunks {
+            let l = &c["choices"][0]["logprobs"];
+            if l.is_null() {
+                continue;
+            }
+            if chat {
+                joined.extend(l["content"].as_array().unwrap().iter().cloned());
+            } else {
+                joined.extend(l["tokens"].as_array().unwrap().iter().cloned());
+                offsets.extend(l["text_offset"].as_array().unwrap().iter().cloned());
+            }
+        }
+        if chat {
+            assert_eq!(Value::Array(joined), lp["content"]);
+        } else {
+            assert_eq!(Value::Array(joined), lp["tokens"]);
+            assert_eq!(Value::Array(offsets), lp["text_offset"]);
+        }
+    }
+    let plain = post(&s.url("/v1/completions"), &completion("Once upon a time", 2))
+        .await
+        .1;
+    assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
+    let bad = json!({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2});
+    let (code, v) = post(&s.url("/v1/chat/completions"), &bad).await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(v["error"]["param"], "top_logprobs");
+}

@@ -35,6 +35,17 @@ for chunk in client.chat.completions.create(model=model, messages=msgs, max_toke
     usage = chunk.usage or usage
 assert "".join(parts) == content and usage.completion_tokens == 4
 
+# Logprobs through the client's typed objects, both routes.
+r = client.chat.completions.create(model=model, messages=msgs, max_tokens=4, temperature=0, logprobs=True,
+                                   top_logprobs=2, extra_body={"ignore_eos": True})
+content_lp = r.choices[0].logprobs.content
+assert len(content_lp) == 4 and all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in content_lp), content_lp
+assert all(e.top_logprobs[0].logprob == e.logprob for e in content_lp), "greedy picks the most likely token"
+c = client.completions.create(model=model, prompt="Hello", max_tokens=5, temperature=0, logprobs=2,
+                              extra_body={"ignore_eos": True})
+lp = c.choices[0].logprobs
+assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.text_offset) == 5 and lp.text_offset[0] == 0, lp
+
 # Stop strings: the text ends before the first match.
 if len(text) > 2:
     stop = text[1:3]

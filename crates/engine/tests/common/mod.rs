@@ -46,6 +46,8 @@ pub fn engine(cfg: EngineConfig, threads: usize) -> Engine {
 pub struct Done {
     pub tokens: Vec<u32>,
     pub positions: Vec<u32>,
+    /// Bits of each token's logprob and its alternatives, when asked for.
+    pub logprobs: Vec<(u32, Vec<(u32, u32)>)>,
     pub reason: Option<FinishReason>,
     pub usage: Usage,
     pub sha: String,
@@ -68,9 +70,13 @@ pub fn recorder() -> (Rec, Box<dyn FnMut(Event) + Send>) {
             d.late += 1;
         }
         match ev {
-            Event::Token { id, position } => {
+            Event::Token { id, position, logprobs } => {
                 d.tokens.push(id);
                 d.positions.push(position);
+                if let Some(lp) = logprobs {
+                    let top = lp.top.iter().map(|&(t, l)| (t, l.to_bits())).collect();
+                    d.logprobs.push((lp.logprob.to_bits(), top));
+                }
             }
             Event::Finished {
                 reason,
