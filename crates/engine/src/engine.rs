@@ -12,6 +12,7 @@ use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, Reque
 use crate::runner::Runner;
 use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
 use crate::scheduler::{Lane, plan, preemption_victim};
+use crate::tables;
 
 /// Engine limits.
 #[derive(Clone, Copy, Debug)]
@@ -304,8 +305,7 @@ impl Engine {
         r.fed = 0;
         r.usage.preemptions += 1;
         self.reserved -= r.need_blocks();
-        let seq = r.seq;
-        self.free_seq(seq);
+        tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
         self.stats.preemptions += 1;
         true
     }
@@ -364,7 +364,7 @@ impl Engine {
             }
             batch.push_seq(r.seq, r.fed as u32, &tokens);
             let (seq, from) = (r.seq, r.fed);
-            self.give_blocks(seq, from, from + n);
+            tables::give_blocks(&mut self.pool, &mut self.cache, seq, from, from + n);
         }
         let logits = match self.runner.forward(&batch, &mut self.cache, &logit_rows) {
             Ok(l) => l,
@@ -444,46 +444,12 @@ impl Engine {
         }
     }
 
-    /// Makes `seq`'s blocks cover positions `from..to` before a pass writes them: a block it shares is copied first, a registered one it alone holds is unregistered, missing ones are allocated.
-    fn give_blocks(&mut self, seq: SeqSlot, from: usize, to: usize) {
-        let table = self.cache.tables.entry(seq).or_default();
-        let need = blocks_for(to);
-        for i in from / BLOCK_TOKENS..table.len().min(need) {
-            let b = table[i];
-            if self.pool.refs(b) > 1 {
-                let copy = self
-                    .pool
-                    .alloc()
-                    .expect("admission reserved every block a request holds");
-                self.cache.store.copy(b, copy);
-                self.pool.release(b);
-                table[i] = copy;
-            } else {
-                self.pool.unregister(b);
-            }
-        }
-        while table.len() < need {
-            table.push(
-                self.pool
-                    .alloc()
-                    .expect("admission reserved every block a request holds"),
-            );
-        }
-    }
-
-    /// Forgets `seq`'s state and releases its blocks, the last first (so a prefix's tail is reused before its head).
-    fn free_seq(&mut self, seq: SeqSlot) {
-        for b in self.cache.remove(seq).into_iter().rev() {
-            self.pool.release(b);
-        }
-    }
-
     fn release(&mut self, id: RequestId) -> Option<Req> {
         let r = self.reqs.remove(&id)?;
         if r.phase == Phase::Running {
             self.reserved -= r.need_blocks();
         }
-        self.free_seq(r.seq);
+        tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
         Some(r)
     }
 
@@ -505,68 +471,5 @@ impl Engine {
         if let Some(mut r) = self.release(id) {
             (r.sink)(Event::Error(msg));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tensorfold_model::dsv4::blocks::Section;
-
-    use super::*;
-
-    /// A runner with no model: the block bookkeeping alone.
-    struct NoModel;
-
-    impl Runner for NoModel {
-        fn forward(&self, _: &Batch, _: &mut Dsv4Cache, rows: &[usize]) -> Result<Vec<f32>, String> {
-            Ok(vec![0.0; rows.len() * 4])
-        }
-
-        fn vocab_size(&self) -> usize {
-            4
-        }
-
-        fn max_context(&self) -> usize {
-            1 << 20
-        }
-    }
-
-    #[test]
-    fn a_shared_block_is_copied_before_a_pass_writes_into_it_and_a_registered_one_is_dropped_from_reuse() {
-        let mut e = Engine::new(Box::new(NoModel), EngineConfig::default());
-        let s = Section {
-            offset: 0,
-            per_block: 32,
-            width: 2,
-        };
-        let (a, b) = (SeqSlot(1), SeqSlot(2));
-        e.give_blocks(a, 0, 200);
-        let shared = e.cache.table(a).to_vec();
-        e.cache.store.put(&shared, s, 5, &[1.0, 2.0], 64);
-        shared.iter().for_each(|&blk| e.pool.retain(blk));
-        e.cache.tables.insert(b, shared.clone());
-        // Sequence b rolled back into its first block: that block is copied, the second (not written) stays shared.
-        e.give_blocks(b, 100, 120);
-        let table = e.cache.table(b).to_vec();
-        assert_ne!(table[0], shared[0]);
-        assert_eq!(table[1], shared[1]);
-        assert_eq!(
-            (e.pool.refs(shared[0]), e.pool.refs(table[0]), e.pool.refs(shared[1])),
-            (1, 1, 2)
-        );
-        let mut copied = Vec::new();
-        e.cache.store.gather(&table, s, 6, &mut copied);
-        assert_eq!(copied[10..], [1.0, 2.0], "the copy holds the shared block's entries");
-        let registered = e.pool.register(7, 0, &[1], shared[0], SeqCache::default());
-        assert!(registered.is_some());
-        e.give_blocks(a, 120, 121);
-        assert!(
-            !e.pool.is_registered(shared[0]),
-            "a block written again is no longer offered for reuse"
-        );
-        assert_eq!(e.cache.table(a), shared, "a block held alone is written in place");
-        e.free_seq(a);
-        e.free_seq(b);
-        assert_eq!(e.pool.used(), 0);
     }
 }

@@ -9,6 +9,7 @@ pub mod request;
 pub mod runner;
 pub mod sampler;
 pub mod scheduler;
+pub mod tables;
 
 pub use engine::{Engine, EngineConfig, EngineStats, token_sha};
 pub use handle::EngineHandle;

@@ -68,6 +68,11 @@ impl BlockLayout {
         BlockLayout { sections, floats }
     }
 
+    /// Whether any of `layers` keeps entries in blocks (an MTP layer with ratio 0 keeps none).
+    pub fn has_entries(&self, layers: std::ops::Range<usize>) -> bool {
+        self.sections[layers].iter().flatten().any(Option::is_some)
+    }
+
     /// The section of layer `layer_idx`'s compressor of `kind`.
     pub fn section(&self, layer_idx: usize, kind: EntryKind) -> Section {
         self.sections[layer_idx][kind as usize].expect("a compressed layer has a section for its compressor")
@@ -153,6 +158,35 @@ impl BlockStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::Preset;
+
+    #[test]
+    fn tiny_blocks_hold_each_compressed_layer_in_turn() {
+        let c = Preset::Tiny.config();
+        assert_eq!(c.compress_ratios, [0, 4, 128, 4, 0]);
+        let l = BlockLayout::new(&c);
+        let (hd, ihd) = (c.head_dim, c.index_head_dim);
+        assert_eq!(
+            l.section(1, EntryKind::Kv),
+            Section {
+                offset: 0,
+                per_block: 32,
+                width: hd
+            }
+        );
+        assert_eq!(l.section(1, EntryKind::Index).offset, 32 * hd);
+        assert_eq!(
+            l.section(2, EntryKind::Kv),
+            Section {
+                offset: 32 * (hd + ihd),
+                per_block: 1,
+                width: hd
+            }
+        );
+        assert_eq!(l.floats, 2 * 32 * (hd + ihd) + hd);
+        assert!(l.has_entries(0..4), "the main layers keep entries");
+        assert!(!l.has_entries(4..5), "the MTP layer has a window only");
+    }
 
     #[test]
     fn entries_round_trip_through_blocks_in_order() {

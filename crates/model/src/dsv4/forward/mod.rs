@@ -7,6 +7,8 @@ mod linear;
 mod moe;
 mod mtp;
 
+use std::ops::Range;
+
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_kernels::embedding::embedding;
@@ -115,14 +117,16 @@ impl Dsv4Model {
         }
     }
 
-    /// Checks `batch` against each sequence's position (`at`), its blocks and the vocabulary, and lays out its rows.
+    /// Checks `batch` against each sequence's position (`at`), its blocks (when `layers` keep entries in them) and the vocabulary, and lays out its rows.
     fn pass(
         &self,
         batch: &Batch,
         cache: &mut Dsv4Cache,
         launch: CpuLaunch,
+        layers: Range<usize>,
         at: impl Fn(&SeqCache) -> u32,
     ) -> Result<Pass<'_>, String> {
+        let writes_entries = self.layout.has_entries(layers);
         let c = &self.config;
         let groups = batch.by_seq()?;
         for g in &groups {
@@ -133,7 +137,9 @@ impl Dsv4Model {
                     g.seq.0, g.start
                 ));
             }
-            cache.cover(g.seq, g.start as usize + g.rows.len())?;
+            if writes_entries {
+                cache.cover(g.seq, g.start as usize + g.rows.len())?;
+            }
         }
         if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
@@ -176,7 +182,7 @@ impl Dsv4Model {
     ) -> Result<Output, String> {
         let keep_layers = opts.keep_layers;
         let c = &self.config;
-        let pass = self.pass(batch, cache, launch, |seq| seq.len)?;
+        let pass = self.pass(batch, cache, launch, 0..c.num_hidden_layers, |seq| seq.len)?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let mut emb = vec![0f32; rows * d];
         embedding(
