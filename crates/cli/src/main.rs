@@ -30,7 +30,7 @@ enum Command {
     Info(info::InfoArgs),
     /// Prove every registered kernel: written, accurate, invariant, repeatable, and every planted control caught.
     KernelContract(contract::ContractArgs),
-    /// Measure kernel speed (`bench kernels`: GEMV and GEMM GB/s and GFLOP/s beside the machine's read bandwidth).
+    /// Benchmarks: kernel speed in-process; decode, prompt cache and concurrency against a running server over HTTP.
     Bench(bench::BenchArgs),
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use serde_json::json;
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
@@ -12,19 +12,7 @@ use tensorfold_kernels::grouped_proj::grouped_proj;
 use tensorfold_kernels::mxfp4_gemm::mxfp4_gemm;
 
 #[derive(Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    what: BenchWhat,
-}
-
-#[derive(Subcommand)]
-enum BenchWhat {
-    /// The GEMM kernels on V4-Flash shapes with 1 and 2 threads, against a plain 2-thread read of a large buffer.
-    Kernels(KernelsArgs),
-}
-
-#[derive(Args)]
-struct KernelsArgs {
+pub struct KernelsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -43,12 +31,6 @@ struct KernelsArgs {
 const READ_BYTES: usize = 1 << 30;
 /// Distinct experts an MXFP4 benchmark cycles through.
 const MIN_EXPERTS: usize = 64;
-
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    match args.what {
-        BenchWhat::Kernels(k) => kernels(k),
-    }
-}
 
 /// One measured benchmark.
 struct Row {
@@ -76,7 +58,7 @@ struct Bench<'a> {
     call: Call<'a>,
 }
 
-fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
+pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = SimdPath::best();
     let read_before = read_bandwidth(2);
     let mut rows = Vec::new();
