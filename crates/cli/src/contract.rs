@@ -25,6 +25,28 @@ pub struct ContractArgs {
     /// List the registered kernels with their cases, launch records, bound and controls, and exit.
     #[arg(long)]
     list: bool,
+    /// CUDA only: compile every kernel (and each planted control) with NVRTC and check limits; needs no GPU.
+    #[arg(long)]
+    compile_only: bool,
+    /// Architectures for `--compile-only`, e.g. `sm_80,sm_90` (default: every supported one).
+    #[arg(long, value_delimiter = ',')]
+    arch: Vec<String>,
+}
+
+/// `sm_90` or `90` as 90; only the architectures the limits table knows.
+fn parse_arch(a: &str) -> anyhow::Result<u32> {
+    let n: u32 = a
+        .trim()
+        .trim_start_matches("sm_")
+        .parse()
+        .map_err(|_| anyhow!("--arch {a}: expected sm_NN, e.g. sm_90"))?;
+    if tensorfold_kernels::cuda::limits::of(n).is_none() {
+        return Err(anyhow!(
+            "--arch {a}: supported are {}",
+            tensorfold_kernels::cuda::ARCHS.map(|a| format!("sm_{a}")).join(", ")
+        ));
+    }
+    Ok(n)
 }
 
 pub fn run(args: ContractArgs) -> anyhow::Result<()> {
@@ -48,7 +70,7 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
                 k.family(),
                 k.cases().len(),
                 k.launches(backend).len(),
-                k.controls().join(", "),
+                k.controls_on(backend).join(", "),
                 b.rel_norm,
                 b.abs,
                 b.rel,
@@ -57,14 +79,42 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if !cfg!(feature = "contract") {
-        eprintln!("note: this build has no planted controls; build with `--features contract` to check them");
-    }
     let opts = RunOptions {
         backend,
         only: args.only,
         kernel: args.kernel,
     };
+    if args.compile_only {
+        if backend != Backend::Cuda {
+            return Err(anyhow!("--compile-only checks CUDA kernels; add `--backend cuda`"));
+        }
+        let archs = if args.arch.is_empty() {
+            tensorfold_kernels::cuda::ARCHS.to_vec()
+        } else {
+            args.arch
+                .iter()
+                .map(|a| parse_arch(a))
+                .collect::<anyhow::Result<Vec<_>>>()?
+        };
+        tensorfold_kernels::cuda::nvrtc_available().map_err(|why| anyhow!("CUDA compile check impossible: {why}"))?;
+        let s = contract::compile_only(&kernels, &archs, &opts, &mut std::io::stdout());
+        println!("{}", s.line(&archs));
+        return if s.ok() {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "CUDA kernels failed to compile or exceed limits (see FAIL and LIMIT lines above)"
+            ))
+        };
+    }
+    if backend == Backend::Cuda
+        && let Err(why) = tensorfold_kernels::cuda::gpu()
+    {
+        return Err(anyhow!("CUDA is unavailable: {why}"));
+    }
+    if !cfg!(feature = "contract") {
+        eprintln!("note: this build has no planted controls; build with `--features contract` to check them");
+    }
     let summary = contract::run(&kernels, &opts, &KnownFindings::bundled(), &mut std::io::stdout());
     println!("{}", summary.line(backend));
     if summary.ok() {

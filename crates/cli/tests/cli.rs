@@ -89,3 +89,33 @@ fn help_lists_the_subcommands() {
     let out = tensorfold(&["synth", "--help"]);
     assert!(text(&out).contains("flash-layers"), "{}", text(&out));
 }
+
+#[test]
+fn cuda_contract_without_a_gpu_says_why() {
+    if tensorfold_kernels::cuda::gpu().is_ok() {
+        eprintln!("skipped: this machine has a usable CUDA GPU");
+        return;
+    }
+    let out = tensorfold(&["kernel-contract", "--backend", "cuda", "--kernel", "rms_norm"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("CUDA is unavailable: "), "{}", text(&out));
+    let out = tensorfold(&["kernel-contract", "--backend", "cpu", "--compile-only"]);
+    assert!(
+        !out.status.success() && text(&out).contains("--backend cuda"),
+        "{}",
+        text(&out)
+    );
+    let out = tensorfold(&[
+        "kernel-contract",
+        "--backend",
+        "cuda",
+        "--compile-only",
+        "--arch",
+        "sm_75",
+    ]);
+    assert!(
+        !out.status.success() && text(&out).contains("supported are"),
+        "{}",
+        text(&out)
+    );
+}

@@ -20,6 +20,19 @@ impl Faults {
         Faults { active: Some(name) }
     }
 
+    /// The planted control's name, if any; always `None` outside the contract build.
+    #[inline(always)]
+    pub fn active(&self) -> Option<&'static str> {
+        #[cfg(feature = "contract")]
+        {
+            self.active
+        }
+        #[cfg(not(feature = "contract"))]
+        {
+            None
+        }
+    }
+
     /// Whether control `name` is planted in this launch; always false outside the contract build.
     #[inline(always)]
     pub fn on(&self, name: &str) -> bool {

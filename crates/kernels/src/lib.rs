@@ -2,6 +2,7 @@
 
 pub mod contract;
 pub mod cpu;
+pub mod cuda;
 pub mod faults;
 pub mod registry;
 pub mod rng;

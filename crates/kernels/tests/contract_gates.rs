@@ -67,7 +67,7 @@ impl Kernel for Doubler {
         &[]
     }
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, _: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let y = out[0].f32();
         let n = y.len();
         let written = if self.0 == Flaw::Unwritten { n - 1 } else { n };

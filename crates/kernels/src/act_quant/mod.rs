@@ -1,8 +1,10 @@
 //! `act_quant`: DeepSeek's FP8 activation round trip, `x = e4m3(clamp(x / s, ±448)) * s` with `s = 2^ceil(log2(amax / 448))` per block.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::act_quant;
+pub use cuda::act_quant_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -145,7 +147,11 @@ impl Kernel for ActQuant {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -153,10 +159,15 @@ impl Kernel for ActQuant {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        act_quant(y, case.get("dim"), case.get("n"), case.get("block"), l, faults);
+        let (x, y) = (inputs[0].buf.f32(), out[0].f32());
+        let (dim, n, block) = (case.get("dim"), case.get("n"), case.get("block"));
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                act_quant(y, dim, n, block, l, faults);
+            }
+            Launch::Cuda(c) => act_quant_cuda(c, x, dim, n, block, y, faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! `bf16_gemm`: `y = x . W^T`, bf16 weights, f32 activations (compressor, router gate, indexer weights_proj, vocab head).
 
 mod cpu;
+mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::bf16_gemm;
+pub use cuda::bf16_gemm_cuda;
 
 use std::borrow::Cow;
 
@@ -98,7 +100,11 @@ impl Kernel for Bf16Gemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -106,16 +112,11 @@ impl Kernel for Bf16Gemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (n, k) = (case.get("n"), case.get("k"));
-        bf16_gemm(
-            inputs[0].buf.f32(),
-            &words(inputs[1].buf.u8()),
-            n,
-            k,
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (x, w) = (inputs[0].buf.f32(), words(inputs[1].buf.u8()));
+        match launch {
+            Launch::Cpu(l) => bf16_gemm(x, &w, n, k, out[0].f32(), l, faults),
+            Launch::Cuda(c) => bf16_gemm_cuda(c, x, &w, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

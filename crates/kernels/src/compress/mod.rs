@@ -151,7 +151,7 @@ impl Kernel for Compress {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         compress(
             inputs[0].buf.f32(),
             inputs[1].buf.f32(),

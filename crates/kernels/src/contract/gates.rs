@@ -76,8 +76,13 @@ fn run_checked(
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 kernel.run(case, inputs, launch, faults, &mut outs)
             }));
-            if ran.is_err() {
-                fail(1, format!("{what}: the kernel panicked"))?;
+            if let Err(payload) = ran {
+                let why = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                fail(1, format!("{what}: the kernel panicked: {why}"))?;
             }
         }
         for (buf, spec) in bufs.iter().zip(&specs) {

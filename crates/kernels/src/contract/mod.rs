@@ -1,9 +1,11 @@
 //! The kernel contract: every kernel's cases, float64 reference, launch records and planted controls, and the gates.
 
+mod cuda;
 mod findings;
 mod gates;
 mod runner;
 
+pub use cuda::{CompileSummary, check_limits, compile_only};
 pub use findings::{Finding, KnownFindings};
 pub use gates::{GateFailure, check_case};
 pub use runner::{RunOptions, Summary, run};
@@ -13,6 +15,7 @@ pub use crate::rng;
 use std::fmt;
 
 use crate::cpu::CpuLaunch;
+use crate::cuda::{CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
 /// A backend a kernel may run on.
@@ -35,12 +38,24 @@ impl fmt::Display for Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Launch {
     Cpu(CpuLaunch),
+    Cuda(CudaLaunch),
+}
+
+impl Launch {
+    /// The CPU geometry; a CUDA record handed to a CPU-only path is a registry bug.
+    pub fn cpu(&self) -> &CpuLaunch {
+        match self {
+            Launch::Cpu(l) => l,
+            Launch::Cuda(l) => panic!("{l} handed to a kernel that runs only on the CPU"),
+        }
+    }
 }
 
 impl fmt::Display for Launch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Launch::Cpu(l) => l.fmt(f),
+            Launch::Cuda(l) => l.fmt(f),
         }
     }
 }
@@ -244,6 +259,14 @@ pub fn cpu_records(backend: Backend) -> Vec<Launch> {
     }
 }
 
+/// The CPU records on the CPU, `cuda`'s records on CUDA (none when the kernel has no CUDA version).
+pub fn records(backend: Backend, cuda: Option<&CudaKernel>) -> Vec<Launch> {
+    match backend {
+        Backend::Cpu => cpu_records(backend),
+        Backend::Cuda => cuda.map_or_else(Vec::new, |k| k.records.iter().copied().map(Launch::Cuda).collect()),
+    }
+}
+
 /// What the contract knows about one kernel.
 pub trait Kernel: Sync {
     /// The name used in the folder, registry, CUDA symbol and report.
@@ -261,6 +284,17 @@ pub trait Kernel: Sync {
     fn launches(&self, backend: Backend) -> Vec<Launch>;
     /// Names of the planted controls; each must turn a gate red.
     fn controls(&self) -> &'static [&'static str];
+    /// The kernel's CUDA side, if it has one.
+    fn cuda(&self) -> Option<&'static CudaKernel> {
+        None
+    }
+    /// The planted controls on `backend`.
+    fn controls_on(&self, backend: Backend) -> &'static [&'static str] {
+        match backend {
+            Backend::Cpu => self.controls(),
+            Backend::Cuda => self.cuda().map_or(&[], |k| k.controls),
+        }
+    }
     /// Runs the kernel with `launch` on `case` (rows as in `case.rows`) into `out`.
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]);
 }

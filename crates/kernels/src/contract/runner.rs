@@ -57,7 +57,7 @@ impl Summary {
     }
 }
 
-fn selected(kernel: &dyn Kernel, opts: &RunOptions) -> bool {
+pub(super) fn selected(kernel: &dyn Kernel, opts: &RunOptions) -> bool {
     opts.only.as_deref().is_none_or(|f| f == kernel.family())
         && opts.kernel.as_deref().is_none_or(|k| k == kernel.name())
 }
@@ -67,6 +67,11 @@ pub fn run(kernels: &[&dyn Kernel], opts: &RunOptions, findings: &KnownFindings,
     let mut s = Summary::default();
     let start = Instant::now();
     let backend = opts.backend;
+    let gpu = match backend {
+        Backend::Cuda => crate::cuda::gpu().ok(),
+        Backend::Cpu => None,
+    };
+    let mut limits_ms = 0;
     for &kernel in kernels.iter().filter(|k| selected(**k, opts)) {
         let launches = kernel.launches(backend);
         let name = kernel.name();
@@ -104,7 +109,12 @@ pub fn run(kernels: &[&dyn Kernel], opts: &RunOptions, findings: &KnownFindings,
             (false, true) => s.known += 1,
             (false, false) => s.pass += 1,
         }
-        for &control in kernel.controls() {
+        if let (Backend::Cuda, Some(k)) = (backend, kernel.cuda()) {
+            let t = Instant::now();
+            s.limit_problems += super::cuda::check_limits(k, gpu, out);
+            limits_ms += t.elapsed().as_millis();
+        }
+        for &control in kernel.controls_on(backend) {
             s.controls += 1;
             match control_result(kernel, control, &launches) {
                 Some(red) => {
@@ -121,7 +131,8 @@ pub fn run(kernels: &[&dyn Kernel], opts: &RunOptions, findings: &KnownFindings,
             }
         }
     }
-    s.gates_ms = start.elapsed().as_millis();
+    s.limits_ms = limits_ms;
+    s.gates_ms = start.elapsed().as_millis() - limits_ms;
     s
 }
 

@@ -1,8 +1,10 @@
 //! `dequant_gemm`: FP8-block or MXFP4 weights decoded exactly, f32 activations, optional output groups (transformers' semantics).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{WeightFormat, dequant_gemm};
+pub use cuda::dequant_gemm_cuda;
 
 use tensorfold_formats::{e2m1, e4m3, e8m0};
 
@@ -112,7 +114,11 @@ impl Kernel for DequantGemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -120,9 +126,12 @@ impl Kernel for DequantGemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (n, k, groups) = (case.get("n"), case.get("k"), case.get("groups"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
-        dequant_gemm(x, w, s, format(case), n, k, groups, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => dequant_gemm(x, w, s, format(case), n, k, groups, out[0].f32(), l, faults),
+            Launch::Cuda(c) => dequant_gemm_cuda(c, x, w, s, format(case), n, k, groups, out[0].f32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `embedding`: token ids to f32 rows of the bf16 `embed.weight` table, exactly.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::embedding;
+pub use cuda::embedding_cuda;
 
 use tensorfold_formats::bf16;
 
@@ -87,7 +89,11 @@ impl Kernel for Embedding {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -95,14 +101,12 @@ impl Kernel for Embedding {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        embedding(
-            inputs[0].buf.u8(),
-            case.get("dim"),
-            inputs[1].buf.i32(),
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (table, dim, ids) = (inputs[0].buf.u8(), case.get("dim"), inputs[1].buf.i32());
+        match launch {
+            Launch::Cpu(l) => embedding(table, dim, ids, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                embedding_cuda(c, table, dim, ids, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `fp4_round_trip`: the indexer's FP4 simulation, `x = e2m1(clamp(x / s, ±6)) * s` with `s = 2^ceil(log2(amax / 6))` per 32.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{FP4_BLOCK, fp4_round_trip};
+pub use cuda::fp4_round_trip_cuda;
 
 use crate::act_quant::{block_values, pow2_scale, round_to_grid};
 use crate::contract::rng::Rng;
@@ -81,7 +83,11 @@ impl Kernel for Fp4RoundTrip {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -89,9 +95,13 @@ impl Kernel for Fp4RoundTrip {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        fp4_round_trip(y, case.get("dim"), l, faults);
+        let (x, y, dim) = (inputs[0].buf.f32(), out[0].f32(), case.get("dim"));
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                fp4_round_trip(y, dim, l, faults);
+            }
+            Launch::Cuda(c) => fp4_round_trip_cuda(c, x, dim, y, faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! `fp8_gemm`: `y = act_quant(x) . W^T` with FP8 e4m3 weights and 128x128 e8m0 block scales (wq_a, wq_b, wkv, wo_b, shared experts).
 
 mod cpu;
+mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, fp8_gemm};
 pub(crate) use cpu::{Fp8Weights, LAYOUT};
+pub use cuda::{MAX_K, fp8_gemm_cuda};
 
 use tensorfold_formats::e4m3;
 
@@ -88,7 +90,11 @@ impl Kernel for Fp8Gemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -96,9 +102,11 @@ impl Kernel for Fp8Gemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (n, k) = (case.get("n"), case.get("k"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
-        fp8_gemm(x, w, s, n, k, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => fp8_gemm(x, w, s, n, k, out[0].f32(), l, faults),
+            Launch::Cuda(c) => fp8_gemm_cuda(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

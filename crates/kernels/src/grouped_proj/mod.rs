@@ -1,8 +1,10 @@
 //! `grouped_proj`: the grouped output projection `wo_a` (o viewed [g, H*hd/g] against wo_a viewed [g, o_lora, H*hd/g]).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::grouped_proj;
+pub use cuda::grouped_proj_cuda;
 
 use tensorfold_formats::e4m3;
 
@@ -89,7 +91,11 @@ impl Kernel for GroupedProj {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -97,9 +103,13 @@ impl Kernel for GroupedProj {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (g, o_lora, d) = (case.get("groups"), case.get("o_lora"), case.get("d"));
         let (o, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
-        grouped_proj(o, w, s, g, o_lora, d / g, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => grouped_proj(o, w, s, g, o_lora, d / g, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                grouped_proj_cuda(c, o, w, s, g, o_lora, d / g, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `hadamard`: the indexer's rotation, `y = H_n x * n^-0.5` per `n`-value segment (Sylvester-ordered Walsh-Hadamard).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::hadamard;
+pub use cuda::hadamard_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -79,7 +81,11 @@ impl Kernel for Hadamard {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -87,9 +93,13 @@ impl Kernel for Hadamard {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        hadamard(y, case.get("n"), l, faults);
+        let (x, n, y) = (inputs[0].buf.f32(), case.get("n"), out[0].f32());
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                hadamard(y, n, l, faults);
+            }
+            Launch::Cuda(c) => hadamard_cuda(c, x, n, y, faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `hash_router`: the gate of V4's first num_hash_layers, experts `tid2eid[token_id]` and sqrt-softplus weights, no bias.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::hash_router;
+pub use cuda::hash_router_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -97,7 +99,11 @@ impl Kernel for HashRouter {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -105,23 +111,16 @@ impl Kernel for HashRouter {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let [idx, weights] = out else {
             panic!("hash_router has two outputs")
         };
         let (experts, k) = (case.get("experts"), case.get("k"));
         let (logits, token_ids, tid2eid) = (inputs[0].buf.f32(), inputs[1].buf.i32(), inputs[2].buf.i32());
-        hash_router(
-            logits,
-            token_ids,
-            tid2eid,
-            experts,
-            k,
-            SCALE,
-            idx.i32(),
-            weights.f32(),
-            l,
-            faults,
-        );
+        let (idx, weights) = (idx.i32(), weights.f32());
+        match launch {
+            Launch::Cpu(l) => hash_router(logits, token_ids, tid2eid, experts, k, SCALE, idx, weights, l, faults),
+            Launch::Cuda(c) => hash_router_cuda(c, logits, token_ids, tid2eid, experts, k, SCALE, idx, weights, faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `hc_head`: the final mHC collapse of a token row's hc streams before `norm` and `head` (also the MTP layer's).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::hc_head;
+pub use cuda::hc_head_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -98,7 +100,11 @@ impl Kernel for HcHead {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -106,21 +112,37 @@ impl Kernel for HcHead {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let arg = |i: usize| inputs[i].buf.f32();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
-        hc_head(
-            arg(0),
-            arg(1),
-            arg(2),
-            arg(3)[0],
-            hc,
-            dim,
-            NORM_EPS,
-            HC_EPS,
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (x, hc_fn, base, scale) = (arg(0), arg(1), arg(2), arg(3)[0]);
+        match launch {
+            Launch::Cpu(l) => hc_head(
+                x,
+                hc_fn,
+                base,
+                scale,
+                hc,
+                dim,
+                NORM_EPS,
+                HC_EPS,
+                out[0].f32(),
+                l,
+                faults,
+            ),
+            Launch::Cuda(c) => hc_head_cuda(
+                c,
+                x,
+                hc_fn,
+                base,
+                scale,
+                hc,
+                dim,
+                NORM_EPS,
+                HC_EPS,
+                out[0].f32(),
+                faults,
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

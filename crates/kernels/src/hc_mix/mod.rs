@@ -1,8 +1,10 @@
 //! `hc_mix`: mHC mixing logits `mix = (x . hc_fn^T) * rsqrt(mean(x^2) + eps)` over the flattened streams of a token row.
 
 pub(crate) mod cpu;
+mod cuda;
 
 pub use cpu::hc_mix;
+pub use cuda::hc_mix_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -79,7 +81,11 @@ impl Kernel for HcMix {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -87,16 +93,13 @@ impl Kernel for HcMix {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let hc_dim = case.get("hc") * case.get("dim");
-        hc_mix(
-            inputs[0].buf.f32(),
-            inputs[1].buf.f32(),
-            hc_dim,
-            EPS,
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (x, hc_fn) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        match launch {
+            Launch::Cpu(l) => hc_mix(x, hc_fn, hc_dim, EPS, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                hc_mix_cuda(c, x, hc_fn, hc_dim, EPS, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

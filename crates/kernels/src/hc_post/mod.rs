@@ -1,8 +1,10 @@
 //! `hc_post`: expands a block output back into hc residual streams, `X'_j = post_j * f + sum_i comb[i, j] * X_i`.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::hc_post;
+pub use cuda::hc_post_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -88,7 +90,11 @@ impl Kernel for HcPost {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -96,9 +102,12 @@ impl Kernel for HcPost {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let arg = |i: usize| inputs[i].buf.f32();
         let (hc, dim) = (case.get("hc"), case.get("dim"));
-        hc_post(arg(0), arg(1), arg(2), arg(3), hc, dim, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => hc_post(arg(0), arg(1), arg(2), arg(3), hc, dim, out[0].f32(), l, faults),
+            Launch::Cuda(c) => hc_post_cuda(c, arg(0), arg(1), arg(2), arg(3), hc, dim, out[0].f32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

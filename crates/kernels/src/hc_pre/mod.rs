@@ -1,8 +1,10 @@
 //! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i`.
 
 pub(crate) mod cpu;
+mod cuda;
 
 pub use cpu::hc_pre;
+pub use cuda::hc_pre_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -80,7 +82,11 @@ impl Kernel for HcPre {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -88,16 +94,11 @@ impl Kernel for HcPre {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (hc, dim) = (case.get("hc"), case.get("dim"));
-        hc_pre(
-            inputs[0].buf.f32(),
-            inputs[1].buf.f32(),
-            hc,
-            dim,
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (x, pre) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        match launch {
+            Launch::Cpu(l) => hc_pre(x, pre, hc, dim, out[0].f32(), l, faults),
+            Launch::Cuda(c) => hc_pre_cuda(c, x, pre, hc, dim, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `hc_split_sinkhorn`: mHC `pre`/`post` gates and the Sinkhorn-projected (doubly stochastic) `comb` from a row's mix.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{MAX_HC, hc_split_sinkhorn};
+pub use cuda::hc_split_sinkhorn_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -119,7 +121,11 @@ impl Kernel for HcSplitSinkhorn {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -127,22 +133,16 @@ impl Kernel for HcSplitSinkhorn {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let [pre, post, comb] = out else {
             panic!("hc_split_sinkhorn has three outputs")
         };
-        hc_split_sinkhorn(
-            inputs[0].buf.f32(),
-            inputs[1].buf.f32(),
-            inputs[2].buf.f32(),
-            case.get("hc"),
-            case.get("iters"),
-            EPS,
-            pre.f32(),
-            post.f32(),
-            comb.f32(),
-            l,
-            faults,
-        );
+        let (mix, scale, base) = (inputs[0].buf.f32(), inputs[1].buf.f32(), inputs[2].buf.f32());
+        let (hc, iters) = (case.get("hc"), case.get("iters"));
+        let (pre, post, comb) = (pre.f32(), post.f32(), comb.f32());
+        match launch {
+            Launch::Cpu(l) => hc_split_sinkhorn(mix, scale, base, hc, iters, EPS, pre, post, comb, l, faults),
+            Launch::Cuda(c) => hc_split_sinkhorn_cuda(c, mix, scale, base, hc, iters, EPS, pre, post, comb, faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

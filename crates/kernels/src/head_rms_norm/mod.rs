@@ -1,8 +1,10 @@
 //! `head_rms_norm`: the query's unweighted per-head RMS norm, `q_h *= 1/sqrt(mean(q_h^2) + eps)` for each head of each row.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::head_rms_norm;
+pub use cuda::head_rms_norm_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -78,7 +80,11 @@ impl Kernel for HeadRmsNorm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -86,9 +92,13 @@ impl Kernel for HeadRmsNorm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        head_rms_norm(y, case.get("head_dim"), EPS, l, faults);
+        let (q, head_dim, y) = (inputs[0].buf.f32(), case.get("head_dim"), out[0].f32());
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(q);
+                head_rms_norm(y, head_dim, EPS, l, faults);
+            }
+            Launch::Cuda(c) => head_rms_norm_cuda(c, q, head_dim, EPS, y, faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

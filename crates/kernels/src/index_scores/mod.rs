@@ -130,7 +130,7 @@ impl Kernel for IndexScores {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let shape = IndexShape {
             num_heads: case.get("heads"),
             head_dim: case.get("head_dim"),

@@ -104,7 +104,7 @@ impl Kernel for IndexTopk {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         index_topk(
             inputs[0].buf.f32(),
             inputs[1].buf.i32(),

@@ -1,8 +1,10 @@
 //! `moe_join`: a token row's MoE output, the sum of its k weighted routed expert outputs and then the shared expert's.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::moe_join;
+pub use cuda::moe_join_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -77,7 +79,11 @@ impl Kernel for MoeJoin {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -85,16 +91,13 @@ impl Kernel for MoeJoin {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let (k, dim) = (case.get("k"), case.get("dim"));
-        moe_join(
-            inputs[0].buf.f32(),
-            inputs[1].buf.f32(),
-            k,
-            dim,
-            out[0].f32(),
-            l,
-            faults,
-        );
+        let (routed, shared) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        match launch {
+            Launch::Cpu(l) => moe_join(routed, shared, k, dim, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                moe_join_cuda(c, routed, shared, k, dim, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

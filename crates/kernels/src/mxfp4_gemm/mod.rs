@@ -102,7 +102,7 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         let (n, k) = (case.get("n"), case.get("k"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults);

@@ -1,8 +1,10 @@
 //! `rms_norm`: `y = x / sqrt(mean(x^2) + eps) * w` per token row (attn_norm, ffn_norm, q_norm, kv_norm, ...).
 
 mod cpu;
+mod cuda;
 
 pub use cpu::rms_norm;
+pub use cuda::rms_norm_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -67,7 +69,11 @@ impl Kernel for RmsNorm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -75,8 +81,11 @@ impl Kernel for RmsNorm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let _ = case;
-        rms_norm(inputs[0].buf.f32(), inputs[1].buf.f32(), EPS, out[0].f32(), l, faults);
+        let (x, w) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        match launch {
+            Launch::Cpu(l) => rms_norm(x, w, EPS, out[0].f32(), l, faults),
+            Launch::Cuda(c) => rms_norm_cuda(c, x, w, EPS, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! `rope`: interleaved rotary embedding on the last `rope_dim` values of each head, one position per token row.
 
 mod cpu;
+mod cuda;
 mod freqs;
 
 pub use cpu::{MAX_POSITION, rope};
+pub use cuda::rope_cuda;
 pub use freqs::{Yarn, inv_freqs};
 
 use crate::contract::rng::Rng;
@@ -140,7 +142,11 @@ impl Kernel for Rope {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -148,18 +154,16 @@ impl Kernel for Rope {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        let inverse = case.get("inverse") == 1;
-        rope(
-            y,
-            inputs[1].buf.i32(),
-            case.get("head_dim"),
-            &case_freqs(case),
-            inverse,
-            l,
-            faults,
-        );
+        let (x, pos, y) = (inputs[0].buf.f32(), inputs[1].buf.i32(), out[0].f32());
+        let (head_dim, freqs, inverse) = (case.get("head_dim"), case_freqs(case), case.get("inverse") == 1);
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                rope(y, pos, head_dim, &freqs, inverse, l, faults);
+            }
+            Launch::Cuda(c) => {
+                rope_cuda(c, x, pos, head_dim, &freqs, inverse, y, faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! `router`: DeepSeek V4 noaux_tc gate, top-k of `sqrt(softplus(z)) + bias`, weights `s[idx] / sum(s[idx]) * scale`.
 
 mod cpu;
+mod cuda;
 
 pub(crate) use cpu::par_rows2;
 pub use cpu::{MAX_TOPK, router};
+pub use cuda::router_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -117,7 +119,11 @@ impl Kernel for Router {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -125,11 +131,14 @@ impl Kernel for Router {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let [idx, weights] = out else {
             panic!("router has two outputs")
         };
-        let (logits, bias) = (inputs[0].buf.f32(), inputs[1].buf.f32());
-        router(logits, bias, case.get("k"), SCALE, idx.i32(), weights.f32(), l, faults);
+        let (logits, bias, k) = (inputs[0].buf.f32(), inputs[1].buf.f32(), case.get("k"));
+        match launch {
+            Launch::Cpu(l) => router(logits, bias, k, SCALE, idx.i32(), weights.f32(), l, faults),
+            Launch::Cuda(c) => router_cuda(c, logits, bias, k, SCALE, idx.i32(), weights.f32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

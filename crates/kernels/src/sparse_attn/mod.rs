@@ -197,7 +197,7 @@ impl Kernel for SparseAttn {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
+        let l = launch.cpu();
         sparse_attn(
             inputs[0].buf.f32(),
             inputs[1].buf.i32(),

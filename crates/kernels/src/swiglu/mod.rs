@@ -1,10 +1,12 @@
 //! `swiglu`: the MoE expert activation, `h = w * (silu(min(g, limit)) * clamp(u, -limit, limit))` with route weight `w`.
 
 mod cpu;
+mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::swiglu;
+pub use cuda::swiglu_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -85,7 +87,11 @@ impl Kernel for Swiglu {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -93,10 +99,14 @@ impl Kernel for Swiglu {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let Launch::Cpu(l) = launch;
         let _ = case;
         let (g, u, w) = (inputs[0].buf.f32(), inputs[1].buf.f32(), inputs[2].buf.f32());
-        swiglu(g, u, w, SWIGLU_LIMIT, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => swiglu(g, u, w, SWIGLU_LIMIT, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                swiglu_cuda(c, g, u, w, SWIGLU_LIMIT, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }
 

@@ -1,0 +1,45 @@
+//! CUDA `bf16_gemm`: 64x64 tiles on CUDA cores, K in fixed 32-wide chunks, so every row's bits are the same at any batch size.
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "bf16_gemm",
+    source: include_str!("bf16_gemm.cu"),
+    entries: &["bf16_gemm"],
+    controls: &["race_no_sync", "drop_tail", "skip_last_row"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(256, 7),
+    ],
+};
+
+/// `out[r, j] = x[r] . w[j]` for `n` bf16 weight rows of `k` values, on the GPU.
+pub fn bf16_gemm_cuda(
+    launch: &CudaLaunch,
+    x: &[f32],
+    w: &[u16],
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
+    let m = x.len() / k;
+    let (xd, wd) = (gpu.upload(x)?, gpu.upload(w)?);
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&xd).arg(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
+        let tiles = n.div_ceil(64) * m.div_ceil(64);
+        // SAFETY: the arguments match the kernel's signature; x holds `m * k`, w `n * k` and out `m * n` values.
+        cuda::launched("bf16_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+    }
+    y.finish(gpu, out)
+}

@@ -1,0 +1,188 @@
+//! The process's GPU: context, stream, modules loaded from NVRTC cubins, and guarded device buffers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::result::function::get_function_attribute;
+use cudarc::driver::sys::CUfunction_attribute as Attr;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaViewMut, DeviceRepr, ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+
+use super::{CudaKernel, compile, libs};
+use crate::faults::Faults;
+
+/// Loaded modules by kernel name and planted control.
+type Modules = HashMap<(&'static str, Option<&'static str>), Arc<CudaModule>>;
+
+/// One GPU with its stream and the modules loaded so far (one per kernel and planted control).
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    /// Compute capability as `major * 10 + minor` (90 on the H100 and H200).
+    pub arch: u32,
+    pub name: String,
+    modules: Mutex<Modules>,
+}
+
+fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
+    move |e| format!("CUDA {what}: {e:?}")
+}
+
+/// The GPU named by `TENSORFOLD_CUDA_DEVICE` (default 0), opened once; `Err` says why CUDA is unavailable.
+pub fn gpu() -> Result<&'static Gpu, String> {
+    static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
+    GPU.get_or_init(open).as_ref().map_err(Clone::clone)
+}
+
+fn open() -> Result<Gpu, String> {
+    libs::driver()?;
+    libs::nvrtc()?;
+    let count = CudaContext::device_count().map_err(driver_err("device count"))?;
+    let ordinal: usize = match std::env::var("TENSORFOLD_CUDA_DEVICE") {
+        Ok(v) => v
+            .parse()
+            .map_err(|_| format!("TENSORFOLD_CUDA_DEVICE={v} is not a device number"))?,
+        Err(_) => 0,
+    };
+    if ordinal >= count.max(0) as usize {
+        return Err(format!("no CUDA device {ordinal}: the driver reports {count} devices"));
+    }
+    let ctx = CudaContext::new(ordinal).map_err(driver_err("context"))?;
+    let (major, minor) = ctx.compute_capability().map_err(driver_err("compute capability"))?;
+    let arch = (major * 10 + minor) as u32;
+    if arch < 80 {
+        return Err(format!(
+            "CUDA device {ordinal} is sm_{arch}; TensorFold needs sm_80 or newer"
+        ));
+    }
+    let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+    let stream = ctx.default_stream();
+    Ok(Gpu {
+        ctx,
+        stream,
+        arch,
+        name,
+        modules: Mutex::new(HashMap::new()),
+    })
+}
+
+/// A device value that fills guard bands: a finite pattern a kernel is unlikely to write.
+pub trait Guarded: DeviceRepr + ValidAsZeroBits + Copy + PartialEq + Unpin {
+    const GUARD: Self;
+}
+impl Guarded for f32 {
+    const GUARD: f32 = f32::from_bits(0xA5A5_A5A5);
+}
+impl Guarded for u8 {
+    const GUARD: u8 = 0xA5;
+}
+impl Guarded for u16 {
+    const GUARD: u16 = 0xA5A5;
+}
+impl Guarded for i32 {
+    const GUARD: i32 = 0x25A5_A5A5;
+}
+impl Guarded for u32 {
+    const GUARD: u32 = 0xA5A5_A5A5;
+}
+
+/// Elements of guard band on each side of a device output.
+const GUARD_LEN: usize = 256;
+
+/// A device output with guard bands, starting as the host buffer's contents (the contract's poison).
+pub struct DeviceOut<T: Guarded> {
+    buf: CudaSlice<T>,
+    len: usize,
+}
+
+impl<T: Guarded> DeviceOut<T> {
+    /// The output elements, for a kernel argument.
+    pub fn view(&mut self) -> CudaViewMut<'_, T> {
+        self.buf.slice_mut(GUARD_LEN..GUARD_LEN + self.len)
+    }
+
+    /// Copies the result into `out`; fails when the kernel wrote into a guard band.
+    pub fn finish(self, gpu: &Gpu, out: &mut [T]) -> Result<(), String> {
+        let all = gpu.stream.clone_dtoh(&self.buf).map_err(driver_err("copy back"))?;
+        if let Some(i) = (0..GUARD_LEN)
+            .chain(GUARD_LEN + self.len..all.len())
+            .find(|&i| all[i] != T::GUARD)
+        {
+            let side = if i < GUARD_LEN { "before" } else { "after" };
+            return Err(format!("the kernel wrote into the device guard band {side} its output"));
+        }
+        out.copy_from_slice(&all[GUARD_LEN..GUARD_LEN + self.len]);
+        Ok(())
+    }
+}
+
+impl Gpu {
+    /// Entry `entry` of `kernel`, compiled for this GPU with the planted control in `faults` if it is one of the kernel's.
+    pub fn function(&self, kernel: &'static CudaKernel, entry: &str, faults: Faults) -> Result<CudaFunction, String> {
+        assert!(
+            entry.starts_with(kernel.name) && kernel.entries.contains(&entry),
+            "{entry} is not a registered entry of {}",
+            kernel.name
+        );
+        let fault = faults
+            .active()
+            .and_then(|f| kernel.controls.iter().copied().find(|c| *c == f));
+        let module = {
+            let mut modules = self.modules.lock().expect("module cache poisoned");
+            match modules.get(&(kernel.name, fault)) {
+                Some(m) => m.clone(),
+                None => {
+                    let compiled = compile::compile(kernel, self.arch, fault)?;
+                    let m = self
+                        .ctx
+                        .load_module(Ptx::from_binary(compiled.cubin))
+                        .map_err(driver_err("module load"))?;
+                    modules.insert((kernel.name, fault), m.clone());
+                    m
+                }
+            }
+        };
+        module.load_function(entry).map_err(driver_err("function lookup"))
+    }
+
+    /// Copies `host` to a new device buffer (one zero element when empty, so the pointer is valid).
+    pub fn upload<T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, host: &[T]) -> Result<CudaSlice<T>, String> {
+        if host.is_empty() {
+            return self.stream.alloc_zeros(1).map_err(driver_err("alloc"));
+        }
+        self.stream.clone_htod(host).map_err(driver_err("upload"))
+    }
+
+    /// A guarded device output holding `host`'s current contents.
+    pub fn output<T: Guarded>(&self, host: &[T]) -> Result<DeviceOut<T>, String> {
+        let mut init = vec![T::GUARD; host.len() + 2 * GUARD_LEN];
+        init[GUARD_LEN..GUARD_LEN + host.len()].copy_from_slice(host);
+        Ok(DeviceOut {
+            buf: self.stream.clone_htod(&init).map_err(driver_err("upload"))?,
+            len: host.len(),
+        })
+    }
+
+    /// Waits for the stream and reports any launch or execution error.
+    pub fn sync(&self) -> Result<(), String> {
+        self.stream.synchronize().map_err(driver_err("kernel execution"))
+    }
+
+    /// The loaded function's own attributes: (max threads per block, registers, static shared bytes, local bytes).
+    pub fn attributes(&self, f: &CudaFunction) -> Result<(u32, u32, u32, u32), String> {
+        let get = |a| {
+            // SAFETY: the function handle is alive for the call.
+            unsafe { get_function_attribute(f.cu_function(), a) }
+                .map(|v| v.max(0) as u32)
+                .map_err(driver_err("function attribute"))
+        };
+        Ok((
+            get(Attr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            get(Attr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            get(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            get(Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+        ))
+    }
+}

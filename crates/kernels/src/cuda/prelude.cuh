@@ -1,0 +1,74 @@
+// TensorFold CUDA prelude: fixed-width types and exact format conversions, so kernels need no CUDA headers.
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+
+// bf16 is the top half of an f32.
+__device__ __forceinline__ float tf_bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }
+
+// Round to nearest even bf16 (NaN kept quiet).
+__device__ __forceinline__ u16 tf_f32_to_bf16(float f) {
+    u32 x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (u16)(x >> 16);
+}
+
+// Sum of a warp's 32 values in a fixed butterfly order; every lane gets the same bits.
+__device__ __forceinline__ float tf_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// `2^ceil(log2(max(amax, floor) / qmax))`, exactly as the CPU's pow2_scale.
+__device__ __forceinline__ float tf_pow2_scale(float amax, float floor, float qmax) {
+    u32 b = __float_as_uint(fmaxf(amax, floor) / qmax);
+    int e = (int)((b >> 23) & 255u) - 127 + ((b & 0x7fffffu) != 0u);
+    return __uint_as_float((u32)(e + 127) << 23);
+}
+
+// Round |q| <= qmax to a float format's grid, ties to even: mantissa rounding for normals, a magic add below them.
+__device__ __forceinline__ float tf_round_grid(float q, float min_normal, float magic, int drop_bits) {
+    u32 qi = __float_as_uint(q);
+    u32 a = qi & 0x7fffffffu;
+    float af = __uint_as_float(a);
+    u32 r;
+    if (af < min_normal) {
+        r = __float_as_uint(__fsub_rn(__fadd_rn(af, magic), magic));
+    } else {
+        u32 half = (1u << (drop_bits - 1)) - 1u;
+        r = (a + half + ((a >> drop_bits) & 1u)) & (0xffffffffu << drop_bits);
+    }
+    return __uint_as_float(r | (qi & 0x80000000u));
+}
+
+// FP8 e4m3 round trip of v at block scale s.
+__device__ __forceinline__ float tf_round_trip_e4m3(float v, float s) {
+    float q = fminf(fmaxf(v / s, -448.0f), 448.0f);
+    return tf_round_grid(q, 1.0f / 64.0f, 24576.0f, 20) * s;
+}
+
+// FP4 e2m1 round trip of v at block scale s.
+__device__ __forceinline__ float tf_round_trip_e2m1(float v, float s) {
+    float q = fminf(fmaxf(v / s, -6.0f), 6.0f);
+    return tf_round_grid(q, 1.0f, 6291456.0f, 22) * s;
+}
+
+// `ln(1 + e^x)` as `max(x, 0) + log1p(e^-|x|)`: no overflow, accurate to a few ulp.
+__device__ __forceinline__ float tf_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+
+// FP8 e4m3fn code to f32, exactly (0x7f and 0xff are NaN).
+__device__ __forceinline__ float tf_e4m3_to_f32(u8 c) {
+    if ((c & 0x7fu) == 0x7fu) return __int_as_float(0x7fc00000);
+    u32 e = (c >> 3) & 15u, m = c & 7u;
+    float v = e == 0u ? (float)m * 0.001953125f : __uint_as_float(((e + 120u) << 23) | (m << 20));
+    return (c & 0x80u) ? -v : v;
+}
+
+// e8m0 scale code to f32: 2^(code - 127), exactly (255 is NaN).
+__device__ __forceinline__ float tf_e8m0_to_f32(u8 c) {
+    if (c == 255u) return __int_as_float(0x7fc00000);
+    return c == 0u ? __uint_as_float(0x00400000u) : __uint_as_float((u32)c << 23);
+}

@@ -1,0 +1,65 @@
+//! CUDA `dequant_gemm`: exact FP8-block or MXFP4 weight decode into 64x64 tiles on CUDA cores, one launch per output group.
+
+use cudarc::driver::PushKernelArg;
+
+use super::WeightFormat;
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "dequant_gemm",
+    source: include_str!("dequant_gemm.cu"),
+    entries: &["dequant_gemm"],
+    controls: &["race_no_sync", "lost_scale", "skip_last_row"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(256, 7),
+    ],
+};
+
+/// `out[r, c] = x[r, c / (n / groups)] . W[c]` with decoded weights, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn dequant_gemm_cuda(
+    launch: &CudaLaunch,
+    x: &[f32],
+    w: &[u8],
+    scales: &[u8],
+    format: WeightFormat,
+    n: usize,
+    k: usize,
+    groups: usize,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    if groups == 0 || !n.is_multiple_of(groups) || (format == WeightFormat::Mxfp4 && !k.is_multiple_of(32)) {
+        return Err(format!("dequant_gemm on CUDA: [{n}, {k}] in {groups} groups"));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "dequant_gemm", faults)?;
+    let rows = x.len() / (k * groups);
+    let per_group = n / groups;
+    let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(scales)?);
+    let mut y = gpu.output(out)?;
+    let (m, pg, kk, gs, ys) = (rows as i32, per_group as i32, k as i32, groups as i32, n as i32);
+    let fp4 = (format == WeightFormat::Mxfp4) as i32;
+    let tiles = per_group.div_ceil(64) * rows.div_ceil(64);
+    for g in 0..gs {
+        let mut yv = y.view();
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&xd)
+            .arg(&wd)
+            .arg(&sd)
+            .arg(&mut yv)
+            .arg(&m)
+            .arg(&pg)
+            .arg(&kk)
+            .arg(&gs)
+            .arg(&g)
+            .arg(&ys)
+            .arg(&fp4);
+        // SAFETY: the arguments match the kernel's signature; group g reads its activations and weight rows, writes its columns.
+        cuda::launched("dequant_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+    }
+    y.finish(gpu, out)
+}

@@ -1,0 +1,95 @@
+// dequant_gemm: y = x . W^T with FP8-block or MXFP4 weights decoded exactly, f32 activations, on CUDA cores; 64x64 tiles, K in fixed 32-wide chunks (FMA chain, then one add), one launch per output group.
+#define TM 64
+#define TN 64
+#define TK 32
+
+__device__ __forceinline__ float tf_e2m1_to_f32(u32 code) {
+    const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float v = grid[code & 7u];
+    return (code & 8u) ? -v : v;
+}
+
+// Weight row `row` (of the whole matrix), column j, decoded with its scale.
+__device__ __forceinline__ float tf_weight(const u8* w, const u8* scales, int fp4, int row, int j, int k) {
+    if (fp4) {
+        u8 b = w[((size_t)row * k + j) / 2];
+        float s = tf_e8m0_to_f32(scales[(size_t)row * (k / 32) + j / 32]);
+#ifdef TF_FAULT_lost_scale
+        if (j / 32 == k / 32 - 1) s = 1.0f;
+#endif
+        return tf_e2m1_to_f32((j & 1) ? (u32)(b >> 4) : (u32)(b & 15u)) * s;
+    }
+    int grid_cols = (k + 127) / 128;
+    float s = tf_e8m0_to_f32(scales[(size_t)(row / 128) * grid_cols + j / 128]);
+#ifdef TF_FAULT_lost_scale
+    if (j / 128 == grid_cols - 1) s = 1.0f;
+#endif
+    return tf_e4m3_to_f32(w[(size_t)row * k + j]) * s;
+}
+
+// Group g: activations x[r, g] (row stride groups * k), weight rows col0 .. col0 + n, output columns col0 .. of y (row stride y_stride).
+extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, const u8* w, const u8* scales, float* y, int m, int n,
+                                                              int k, int groups, int g, int y_stride, int fp4) {
+    __shared__ float xs[TM][TK + 1];
+    __shared__ float ws[TN][TK + 1];
+    int col0 = g * n;
+    int tiles_n = (n + TN - 1) / TN;
+    int tiles = tiles_n * ((m + TM - 1) / TM);
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int m0 = (t / tiles_n) * TM, n0 = (t % tiles_n) * TN;
+        float acc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+        for (int k0 = 0; k0 < k; k0 += TK) {
+            for (int i = threadIdx.x; i < TM * TK; i += 256) {
+                int r = i / TK, c = i % TK, gm = m0 + r, gk = k0 + c;
+                xs[r][c] = (gm < m && gk < k) ? x[((size_t)gm * groups + g) * k + gk] : 0.0f;
+            }
+            for (int i = threadIdx.x; i < TN * TK; i += 256) {
+                int r = i / TK, c = i % TK, gn = n0 + r, gk = k0 + c;
+                ws[r][c] = (gn < n && gk < k) ? tf_weight(w, scales, fp4, col0 + gn, gk, k) : 0.0f;
+            }
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            float part[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) part[i][j] = 0.0f;
+            int kn = min(TK, k - k0);
+            for (int kk = 0; kk < kn; ++kk) {
+                float a[4], b[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) a[i] = xs[ty + 16 * i][kk];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) b[j] = ws[tx + 16 * j][kk];
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) part[i][j] = fmaf(a[i], b[j], part[i][j]);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] += part[i][j];
+            __syncthreads();
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            int gm = m0 + ty + 16 * i;
+            bool skip = gm >= m;
+#ifdef TF_FAULT_skip_last_row
+            skip = skip || gm == m - 1;
+#endif
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int gn = n0 + tx + 16 * j;
+                if (!skip && gn < n) y[(size_t)gm * y_stride + col0 + gn] = acc[i][j];
+            }
+        }
+    }
+}

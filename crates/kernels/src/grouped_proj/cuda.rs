@@ -1,0 +1,73 @@
+//! CUDA `grouped_proj`: fp8_gemm's quantiser and tiles (the same source), one launch per output group.
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "grouped_proj",
+    source: concat!(include_str!("../fp8_gemm/fp8_gemm.cu"), include_str!("grouped_proj.cu")),
+    entries: &["grouped_proj_quant", "grouped_proj"],
+    controls: &["race_no_sync", "wrong_group", "lost_act_scale"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(256, 7),
+    ],
+};
+
+/// `out[r, g * o_lora + c] = act_quant(o[r, g]) . wo_a[g * o_lora + c]` for every group `g`, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_proj_cuda(
+    launch: &CudaLaunch,
+    o: &[f32],
+    wo_a: &[u8],
+    wo_a_scale: &[u8],
+    groups: usize,
+    o_lora: usize,
+    group_dim: usize,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    if group_dim > crate::fp8_gemm::MAX_K {
+        return Err(format!(
+            "grouped_proj on CUDA: group_dim {group_dim} above {}",
+            crate::fp8_gemm::MAX_K
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let quant = gpu.function(&KERNEL, "grouped_proj_quant", faults)?;
+    let gemm = gpu.function(&KERNEL, "grouped_proj", faults)?;
+    let rows = o.len() / (groups * group_dim);
+    let (od, wd, sd) = (gpu.upload(o)?, gpu.upload(wo_a)?, gpu.upload(wo_a_scale)?);
+    let mut q = gpu.upload(&vec![0f32; o.len()])?;
+    let mut qs = gpu.upload(&vec![0f32; rows * groups * group_dim.div_ceil(128)])?;
+    let mut y = gpu.output(out)?;
+    let (rg, k) = ((rows * groups) as i32, group_dim as i32);
+    {
+        let mut b = gpu.stream.launch_builder(&quant);
+        b.arg(&od).arg(&mut q).arg(&mut qs).arg(&rg).arg(&k);
+        // SAFETY: the arguments match the kernel's signature; q holds `rows * groups * group_dim` values and qs their scales.
+        cuda::launched("grouped_proj_quant", unsafe { b.launch(launch.config(rows * groups)) })?;
+    }
+    let (m, gs, ol) = (rows as i32, groups as i32, o_lora as i32);
+    let tiles = o_lora.div_ceil(64) * rows.div_ceil(64);
+    for g in 0..gs {
+        let mut yv = y.view();
+        let mut b = gpu.stream.launch_builder(&gemm);
+        b.arg(&q)
+            .arg(&qs)
+            .arg(&wd)
+            .arg(&sd)
+            .arg(&mut yv)
+            .arg(&m)
+            .arg(&gs)
+            .arg(&ol)
+            .arg(&k)
+            .arg(&g);
+        // SAFETY: the arguments match the kernel's signature; group g reads its activations and weights, writes its columns.
+        cuda::launched("grouped_proj", unsafe { b.launch(launch.config(tiles)) })?;
+    }
+    y.finish(gpu, out)
+}

@@ -1,0 +1,58 @@
+//! CUDA `hash_router`: one thread per (row, slot), experts from the token's table row, weights summed in slot order.
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "hash_router",
+    source: include_str!("hash_router.cu"),
+    entries: &["hash_router"],
+    controls: &["race_no_sync", "off_by_one_token", "drop_last_in_sum"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+    ],
+};
+
+/// The `k` experts `tid2eid[token]` per row with weights `sqrt(softplus(z[e]))` normalised and scaled, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn hash_router_cuda(
+    launch: &CudaLaunch,
+    logits: &[f32],
+    token_ids: &[i32],
+    tid2eid: &[i32],
+    num_experts: usize,
+    k: usize,
+    routed_scaling_factor: f32,
+    idx: &mut [i32],
+    weights: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    if k == 0 || k > crate::router::MAX_TOPK || k > launch.block as usize {
+        return Err(format!(
+            "hash_router on CUDA: k {k} outside 1..={}",
+            crate::router::MAX_TOPK
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "hash_router", faults)?;
+    let rows = token_ids.len();
+    let vocab = tid2eid.len() / k;
+    let (ld, td, ed) = (gpu.upload(logits)?, gpu.upload(token_ids)?, gpu.upload(tid2eid)?);
+    let (mut id, mut wd) = (gpu.output(idx)?, gpu.output(weights)?);
+    {
+        let (mut iv, mut wv) = (id.view(), wd.view());
+        let (r, e, kk, v) = (rows as i32, num_experts as i32, k as i32, vocab as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&ld).arg(&td).arg(&ed).arg(&mut iv).arg(&mut wv);
+        b.arg(&r).arg(&e).arg(&kk).arg(&v).arg(&routed_scaling_factor);
+        let groups = rows.div_ceil(launch.block as usize / k);
+        // SAFETY: the arguments match the kernel's signature; ids outside the table or experts are never dereferenced.
+        cuda::launched("hash_router", unsafe { b.launch(launch.config(groups)) })?;
+    }
+    id.finish(gpu, idx)?;
+    wd.finish(gpu, weights)
+}

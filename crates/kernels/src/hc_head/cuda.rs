@@ -1,0 +1,56 @@
+//! CUDA `hc_head`: one block per row, the mixing dots in 256 fixed lanes, sigmoid weights, an FMA chain over the streams.
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+/// The most residual streams the kernel's shared-memory weights hold.
+pub const MAX_HC: usize = 16;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "hc_head",
+    source: include_str!("hc_head.cu"),
+    entries: &["hc_head"],
+    controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+    ],
+};
+
+/// The final mHC collapse of each row's `hc` streams of `dim` values, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn hc_head_cuda(
+    launch: &CudaLaunch,
+    x: &[f32],
+    hc_fn: &[f32],
+    base: &[f32],
+    scale: f32,
+    hc: usize,
+    dim: usize,
+    norm_eps: f32,
+    hc_eps: f32,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    if hc == 0 || hc > MAX_HC {
+        return Err(format!("hc_head on CUDA: hc {hc} outside 1..={MAX_HC}"));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "hc_head", faults)?;
+    let rows = x.len() / (hc * dim);
+    let (xd, fd, bd) = (gpu.upload(x)?, gpu.upload(hc_fn)?, gpu.upload(base)?);
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (r, h, d) = (rows as i32, hc as i32, dim as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&xd).arg(&fd).arg(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
+        b.arg(&scale).arg(&norm_eps).arg(&hc_eps);
+        // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, hc_fn `hc * hc * dim`, out `rows * dim`.
+        cuda::launched("hc_head", unsafe { b.launch(launch.config(rows)) })?;
+    }
+    y.finish(gpu, out)
+}

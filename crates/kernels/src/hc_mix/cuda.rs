@@ -1,0 +1,52 @@
+//! CUDA `hc_mix`: one block per row, every dot in 256 fixed lanes, then times rsqrt(mean(x^2) + eps).
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::faults::Faults;
+
+/// The most mixing logits a row may have (the kernel's shared-memory sums).
+pub const MAX_MIX: usize = 64;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "hc_mix",
+    source: include_str!("hc_mix.cu"),
+    entries: &["hc_mix"],
+    controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(64, 7),
+        CudaLaunch::new(512, 65_535),
+    ],
+};
+
+/// `out[r, m] = (x[r] . hc_fn[m]) / sqrt(mean(x[r]^2) + eps)` on the GPU.
+pub fn hc_mix_cuda(
+    launch: &CudaLaunch,
+    x: &[f32],
+    hc_fn: &[f32],
+    hc_dim: usize,
+    eps: f32,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    let mix = hc_fn.len() / hc_dim;
+    if mix > MAX_MIX {
+        return Err(format!("hc_mix on CUDA: {mix} logits a row (at most {MAX_MIX})"));
+    }
+    let gpu = cuda::gpu()?;
+    let f = gpu.function(&KERNEL, "hc_mix", faults)?;
+    let rows = x.len() / hc_dim;
+    let (xd, fd) = (gpu.upload(x)?, gpu.upload(hc_fn)?);
+    let mut y = gpu.output(out)?;
+    {
+        let mut yv = y.view();
+        let (r, d, m) = (rows as i32, hc_dim as i32, mix as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&xd).arg(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
+        // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
+        cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows)) })?;
+    }
+    y.finish(gpu, out)
+}

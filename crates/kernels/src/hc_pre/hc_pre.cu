@@ -1,0 +1,22 @@
+// hc_pre: one block per row; the row's pre weights broadcast through shared memory, then per value an FMA chain over the hc streams in order.
+#define MAX_HC 16
+
+extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
+    __shared__ float p[MAX_HC];
+    int used = hc;
+#ifdef TF_FAULT_drop_last_stream
+    used = hc - 1;
+#endif
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (int s = threadIdx.x; s < hc; s += blockDim.x) p[s] = pre[(size_t)r * hc + s];
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int s = 0; s < used; ++s) acc = fmaf(p[s], x[((size_t)r * hc + s) * dim + d], acc);
+            out[(size_t)r * dim + d] = acc;
+        }
+        __syncthreads();
+    }
+}

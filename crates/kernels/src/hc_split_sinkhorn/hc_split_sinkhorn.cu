@@ -1,0 +1,60 @@
+// hc_split_sinkhorn: one block per row; pre and post by sigmoid, comb by a row softmax then Sinkhorn passes, one warp per comb row and then one per column.
+#define MAX_HC 16
+
+__device__ __forceinline__ float tf_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float tf_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+extern "C" __global__ void hc_split_sinkhorn(const float* mix, const float* scale, const float* base, float* pre, float* post,
+                                             float* comb, int rows, int hc, int iters, float eps) {
+    __shared__ float c[MAX_HC * MAX_HC];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    int width = (2 + hc) * hc;
+    float comb_scale = scale[2];
+#ifdef TF_FAULT_lost_comb_scale
+    comb_scale = 1.0f;
+#endif
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* m = mix + (size_t)r * width;
+        for (int j = threadIdx.x; j < hc; j += blockDim.x) {
+            pre[(size_t)r * hc + j] = tf_sigmoid(fmaf(m[j], scale[0], base[j])) + eps;
+            post[(size_t)r * hc + j] = 2.0f * tf_sigmoid(fmaf(m[hc + j], scale[1], base[hc + j]));
+        }
+        for (int i = warp; i < hc; i += warps) {
+            bool on = lane < hc;
+            float v = on ? fmaf(m[2 * hc + i * hc + lane], comb_scale, base[2 * hc + i * hc + lane]) : -__int_as_float(0x7f800000);
+            float mx = tf_warp_max(v);
+            float e = on ? expf(v - mx) : 0.0f;
+            float sum = tf_warp_sum(e);
+            if (on) c[i * hc + lane] = e / sum + eps;
+        }
+        for (int it = 0; it < iters; ++it) {
+            if (it > 0) {
+                __syncthreads();
+                for (int i = warp; i < hc; i += warps) {
+                    float v = lane < hc ? c[i * hc + lane] : 0.0f;
+                    float denom = tf_warp_sum(v) + eps;
+                    if (lane < hc) c[i * hc + lane] = v / denom;
+                }
+            }
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            for (int j = warp; j < hc; j += warps) {
+                float v = lane < hc ? c[lane * hc + j] : 0.0f;
+                float denom = tf_warp_sum(v) + eps;
+                if (lane < hc) c[lane * hc + j] = v / denom;
+            }
+        }
+        __syncthreads();
+        bool skip = false;
+#ifdef TF_FAULT_skip_last_row
+        skip = r == rows - 1;
+#endif
+        for (int t = threadIdx.x; t < hc * hc && !skip; t += blockDim.x) comb[(size_t)r * hc * hc + t] = c[t];
+        __syncthreads();
+    }
+}

@@ -1,0 +1,26 @@
+// swiglu: one block per row (rows past the grid loop), the route weight broadcast through shared memory.
+extern "C" __global__ void swiglu(const float* gate, const float* up, const float* route_weight, float* h, int rows,
+                                  int inter, float limit) {
+    __shared__ float w;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+#ifdef TF_FAULT_skip_last_row
+        if (r == rows - 1) continue;
+#endif
+        if (threadIdx.x == 0) w = route_weight[r];
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        float up_limit = limit;
+#ifdef TF_FAULT_no_up_clamp
+        up_limit = __int_as_float(0x7f800000);
+#endif
+        for (int i = threadIdx.x; i < inter; i += blockDim.x) {
+            size_t at = (size_t)r * inter + i;
+            float g = fminf(gate[at], limit);
+            float u = fminf(fmaxf(up[at], -up_limit), up_limit);
+            float silu = g / (1.0f + expf(-g));
+            h[at] = w * (silu * u);
+        }
+        __syncthreads();
+    }
+}

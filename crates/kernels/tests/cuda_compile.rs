@@ -1,0 +1,49 @@
+//! Every CUDA kernel and planted control compiles with NVRTC for sm_80 and sm_90 and its records fit; no GPU needed.
+
+use tensorfold_kernels::contract::{Backend, RunOptions, compile_only};
+use tensorfold_kernels::cuda::{self, CudaKernel, CudaLaunch};
+use tensorfold_kernels::registry;
+
+fn nvrtc() -> bool {
+    match cuda::nvrtc_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn every_cuda_kernel_compiles_for_sm80_and_sm90() {
+    if !nvrtc() {
+        return;
+    }
+    let opts = RunOptions {
+        backend: Backend::Cuda,
+        only: None,
+        kernel: None,
+    };
+    let mut out = Vec::new();
+    let s = compile_only(&registry::all(), &[80, 90], &opts, &mut out);
+    let report = String::from_utf8(out).unwrap();
+    eprintln!("{report}{}", s.line(&[80, 90]));
+    assert!(s.ok(), "{report}");
+    assert!(s.kernels >= 5, "{report}");
+}
+
+#[test]
+fn a_kernel_that_does_not_compile_fails_with_the_compiler_log() {
+    if !nvrtc() {
+        return;
+    }
+    static BROKEN: CudaKernel = CudaKernel {
+        name: "broken",
+        source: "extern \"C\" __global__ void broken(float* y) { y[0] = undeclared_name; }",
+        entries: &["broken"],
+        controls: &[],
+        records: &[CudaLaunch::new(32, 1)],
+    };
+    let err = cuda::compile(&BROKEN, 90, None).unwrap_err();
+    assert!(err.contains("undeclared_name"), "{err}");
+}
