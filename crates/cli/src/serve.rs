@@ -109,8 +109,8 @@ async fn live_line(st: Arc<AppState>) {
         let rate = s.generated_tokens.saturating_sub(last);
         last = s.generated_tokens;
         eprint!(
-            "\r\x1b[2K{rate} tokens/s | running {} waiting {} | kv {}/{} tokens",
-            s.running, s.waiting, s.reserved_tokens, s.capacity_tokens
+            "\r\x1b[2K{rate} tokens/s | running {} waiting {} | kv {}/{} blocks",
+            s.running, s.waiting, s.blocks_used, s.blocks_total
         );
     }
 }

@@ -4,16 +4,18 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
-use tensorfold_model::dsv4::cache::{Dsv4Cache, Stage};
+use tensorfold_model::dsv4::cache::{Dsv4Cache, SeqCache, Stage, blocks_for};
 
 use crate::draft::context::Proposer;
 use crate::draft::verify::verify;
 use crate::draft::{DraftConfig, DraftLane, Drafter};
-use crate::prefix::{BLOCK_TOKENS, PrefixCache};
+use crate::pool::{BLOCK_TOKENS, BlockPool};
+use crate::prefix;
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::runner::Runner;
 use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
 use crate::scheduler::{Lane, plan, preemption_victim};
+use crate::tables;
 
 /// Engine limits.
 #[derive(Clone, Copy, Debug)]
@@ -22,10 +24,10 @@ pub struct EngineConfig {
     pub token_budget: usize,
     /// Requests per lane round.
     pub max_lanes: usize,
-    /// Tokens (prompt plus max_tokens) the running requests may hold in all; accounted at admission.
-    pub capacity_tokens: usize,
-    /// Prefix tokens whose states the prefix cache may keep; 0 turns prefix reuse off.
-    pub prefix_cache_tokens: usize,
+    /// Cache blocks of 128 tokens in the pool; each running request reserves the blocks of its prompt plus max_tokens at admission.
+    pub pool_blocks: usize,
+    /// Keep prompt blocks for later prompts that share them (free ones are reused least recently used first).
+    pub prefix_cache: bool,
     /// Drafts per lane and round; `DraftConfig::off()` runs every request as its serial reference.
     pub drafts: DraftConfig,
 }
@@ -35,8 +37,8 @@ impl Default for EngineConfig {
         EngineConfig {
             token_budget: 256,
             max_lanes: 64,
-            capacity_tokens: 1 << 20,
-            prefix_cache_tokens: 1 << 16,
+            pool_blocks: 8192,
+            prefix_cache: true,
             drafts: DraftConfig::default(),
         }
     }
@@ -47,8 +49,16 @@ impl Default for EngineConfig {
 pub struct EngineStats {
     pub running: usize,
     pub waiting: usize,
-    pub reserved_tokens: usize,
-    pub capacity_tokens: usize,
+    /// Blocks in the pool.
+    pub blocks_total: usize,
+    /// Blocks some running request holds.
+    pub blocks_used: usize,
+    /// Free blocks kept for prefix reuse.
+    pub blocks_cached: usize,
+    /// Blocks the running requests reserved at admission (at least those they hold).
+    pub blocks_reserved: usize,
+    /// Prefix blocks reused for other data because the pool ran short.
+    pub evictions: u64,
     pub rounds: u64,
     pub prompt_tokens: u64,
     pub generated_tokens: u64,
@@ -79,6 +89,10 @@ struct Req {
 impl Req {
     fn need(&self) -> usize {
         self.prompt.len() + self.params.max_tokens
+    }
+
+    fn need_blocks(&self) -> usize {
+        blocks_for(self.need())
     }
 
     fn token(&self, pos: usize) -> u32 {
@@ -112,9 +126,11 @@ pub struct Engine {
     cfg: EngineConfig,
     reqs: BTreeMap<RequestId, Req>,
     cache: Dsv4Cache,
-    prefix: PrefixCache,
+    /// The cache blocks; a registered block's payload is the sequence state to resume from after it.
+    pool: BlockPool<SeqCache>,
     drafter: Drafter,
     next_id: u64,
+    /// Blocks reserved by running requests.
     reserved: usize,
     stats: EngineStats,
 }
@@ -130,13 +146,12 @@ pub fn token_sha(tokens: &[u32]) -> String {
 
 impl Engine {
     pub fn new(runner: Box<dyn Runner>, cfg: EngineConfig) -> Engine {
-        let prefix = PrefixCache::new(cfg.prefix_cache_tokens);
         Engine {
             runner,
             cfg,
             reqs: BTreeMap::new(),
-            cache: Dsv4Cache::default(),
-            prefix,
+            cache: Dsv4Cache::managed(),
+            pool: BlockPool::new(cfg.pool_blocks),
             drafter: Drafter::new(cfg.drafts),
             next_id: 1,
             reserved: 0,
@@ -172,18 +187,27 @@ impl Engine {
             return Err("max_tokens must be at least 1".into());
         }
         let need = prompt.len() + params.max_tokens;
-        let limit = self.runner.max_context().min(self.cfg.capacity_tokens);
+        let pool_tokens = self.cfg.pool_blocks * BLOCK_TOKENS;
+        let limit = self.runner.max_context().min(pool_tokens);
         if need > limit {
             let room = limit.saturating_sub(prompt.len());
+            let pool = if limit == pool_tokens {
+                format!(
+                    " (the cache pool holds {} blocks of {BLOCK_TOKENS})",
+                    self.cfg.pool_blocks
+                )
+            } else {
+                String::new()
+            };
             return Err(if room == 0 {
                 format!(
-                    "the prompt has {} tokens but at most {} fit; shorten the prompt",
+                    "the prompt has {} tokens but at most {} fit{pool}; shorten the prompt",
                     prompt.len(),
-                    limit - 1
+                    limit.saturating_sub(1)
                 )
             } else {
                 format!(
-                    "the prompt ({} tokens) plus max_tokens ({}) needs {need} tokens but at most {limit} fit; lower max_tokens to {room} or shorten the prompt",
+                    "the prompt ({} tokens) plus max_tokens ({}) needs {need} tokens but at most {limit} fit{pool}; lower max_tokens to {room} or shorten the prompt",
                     prompt.len(),
                     params.max_tokens
                 )
@@ -229,8 +253,11 @@ impl Engine {
         EngineStats {
             running,
             waiting: self.reqs.len() - running,
-            reserved_tokens: self.reserved,
-            capacity_tokens: self.cfg.capacity_tokens,
+            blocks_total: self.pool.total(),
+            blocks_used: self.pool.used(),
+            blocks_cached: self.pool.cached(),
+            blocks_reserved: self.reserved,
+            evictions: self.pool.evictions(),
             ..self.stats
         }
     }
@@ -249,13 +276,14 @@ impl Engine {
             if blocked && !background {
                 continue;
             }
-            let need = self.reqs[&id].need();
+            let need = self.reqs[&id].need_blocks();
+            let total = self.pool.total();
             // Preempting is wasted work unless sending every background request back would make room.
-            let room_after = self.cfg.capacity_tokens + self.background_reserved() - self.reserved;
+            let room_after = total + self.background_reserved() - self.reserved;
             if !background && need <= room_after {
-                while self.reserved + need > self.cfg.capacity_tokens && self.preempt_background() {}
+                while self.reserved + need > total && self.preempt_background() {}
             }
-            if self.reserved + need > self.cfg.capacity_tokens {
+            if self.reserved + need > total {
                 blocked |= !background;
                 continue;
             }
@@ -266,8 +294,17 @@ impl Engine {
             r.admitted_at = round;
             r.fed = 0;
             r.usage.cached_tokens = 0;
-            if let Some((len, state)) = self.prefix.lookup(&r.prompt) {
-                self.cache.seqs.insert(r.seq, state);
+            let hit = self
+                .cfg
+                .prefix_cache
+                .then(|| prefix::lookup(&self.pool, &r.prompt))
+                .flatten();
+            if let Some((blocks, state)) = hit {
+                // The hit shares the prefix's blocks; only the small state after the last one is copied.
+                let len = blocks.len() * BLOCK_TOKENS;
+                self.cache.seqs.insert(r.seq, state.clone());
+                blocks.iter().for_each(|&b| self.pool.retain(b));
+                self.cache.tables.insert(r.seq, blocks);
                 r.fed = len;
                 r.usage.cached_tokens = len;
                 self.stats.cached_tokens += len as u64;
@@ -275,12 +312,12 @@ impl Engine {
         }
     }
 
-    /// Tokens reserved by running background requests.
+    /// Blocks reserved by running background requests.
     fn background_reserved(&self) -> usize {
         self.reqs
             .values()
             .filter(|r| r.phase == Phase::Running && r.params.priority == Priority::Background)
-            .map(Req::need)
+            .map(Req::need_blocks)
             .sum()
     }
 
@@ -299,14 +336,14 @@ impl Engine {
         r.fed = 0;
         r.drafts.clear();
         r.usage.preemptions += 1;
-        self.reserved -= r.need();
-        self.cache.remove(r.seq);
+        self.reserved -= r.need_blocks();
+        tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
         self.stats.preemptions += 1;
         true
     }
 
     fn lanes(&self) -> Vec<Lane> {
-        let prefix_on = self.cfg.prefix_cache_tokens > 0;
+        let prefix_on = self.cfg.prefix_cache;
         self.reqs
             .iter()
             .filter(|(_, r)| r.phase == Phase::Running)
@@ -391,10 +428,12 @@ impl Engine {
                 }
             }
             batch.push_seq(r.seq, r.fed as u32, &tokens);
+            let (seq, from) = (r.seq, r.fed);
             if n > known {
-                let seq = self.cache.seqs.get_mut(&r.seq).expect("a decoding sequence has state");
-                seq.mark(Stage::Main, n, self.runner.config());
+                let state = self.cache.seqs.get_mut(&seq).expect("a decoding sequence has state");
+                state.mark(Stage::Main, n, self.runner.config());
             }
+            tables::give_blocks(&mut self.pool, &mut self.cache, seq, from, from + n);
         }
         (batch, logit_rows)
     }
@@ -529,16 +568,14 @@ impl Engine {
 
     /// Captures the state of every lane that just reached a prompt block boundary for prefix reuse.
     fn snapshot(&mut self, ran: &[Ran]) {
-        if self.cfg.prefix_cache_tokens == 0 {
+        if !self.cfg.prefix_cache {
             return;
         }
         for x in ran {
             let Some(r) = self.reqs.get(&x.id) else { continue };
-            if r.fed <= r.prompt.len()
-                && r.fed.is_multiple_of(BLOCK_TOKENS)
-                && let Some(state) = self.cache.seqs.get(&r.seq)
-            {
-                self.prefix.insert(&r.prompt[..r.fed], state);
+            if r.fed <= r.prompt.len() && r.fed.is_multiple_of(BLOCK_TOKENS) {
+                let state = || self.cache.seqs[&r.seq].clone();
+                prefix::insert(&mut self.pool, &r.prompt[..r.fed], self.cache.table(r.seq), state);
             }
         }
     }
@@ -546,9 +583,9 @@ impl Engine {
     fn release(&mut self, id: RequestId) -> Option<Req> {
         let r = self.reqs.remove(&id)?;
         if r.phase == Phase::Running {
-            self.reserved -= r.need();
+            self.reserved -= r.need_blocks();
         }
-        self.cache.remove(r.seq);
+        tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
         Some(r)
     }
 

@@ -1,14 +1,16 @@
-//! TensorFold's engine: requests, lane rounds, the prefix cache and keyed sampling.
+//! TensorFold's engine: requests, lane rounds, the block pool and prefix cache, keyed sampling.
 
 pub mod draft;
 pub mod engine;
 pub mod handle;
 pub mod philox;
+pub mod pool;
 pub mod prefix;
 pub mod request;
 pub mod runner;
 pub mod sampler;
 pub mod scheduler;
+pub mod tables;
 
 pub use draft::DraftConfig;
 pub use engine::{Engine, EngineConfig, EngineStats, token_sha};

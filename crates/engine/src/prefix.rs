@@ -1,11 +1,6 @@
-//! Prefix reuse: sequence state captured at block boundaries, found by chained block hashes, checked against token ids.
+//! Prefix reuse on the block pool: prompt blocks registered under chained hashes of their token ids, checked against the ids and the previous block on a hit.
 
-use std::collections::HashMap;
-
-use tensorfold_model::dsv4::cache::SeqCache;
-
-/// Tokens per block; a multiple of every compress ratio (4 and 128), so no compression window spans a boundary.
-pub const BLOCK_TOKENS: usize = 128;
+use crate::pool::{BLOCK_TOKENS, BlockId, BlockPool};
 
 /// The chained hash of each whole block of `tokens`: entry i covers `tokens[..(i + 1) * BLOCK_TOKENS]`.
 pub fn block_hashes(tokens: &[u32]) -> Vec<u64> {
@@ -21,216 +16,248 @@ pub fn block_hashes(tokens: &[u32]) -> Vec<u64> {
         .collect()
 }
 
-struct Entry {
-    tokens: Vec<u32>,
-    state: SeqCache,
-    last_used: u64,
+/// The registered blocks of the longest whole-block prefix of `tokens`, each verified against its ids and its predecessor, and the last one's payload.
+fn walk<'p, T>(pool: &'p BlockPool<T>, tokens: &[u32]) -> (Vec<BlockId>, u64, Option<&'p T>) {
+    let (mut blocks, mut parent, mut last) = (Vec::new(), 0, None);
+    for (i, h) in block_hashes(tokens).into_iter().enumerate() {
+        let Some(found) = pool.find(h, parent, &tokens[i * BLOCK_TOKENS..(i + 1) * BLOCK_TOKENS]) else {
+            break;
+        };
+        blocks.push(found.block);
+        parent = found.serial;
+        last = Some(found.payload);
+    }
+    (blocks, parent, last)
 }
 
-/// Captured states keyed by the chained hash of the prefix they follow, evicted least recently used. A hit copies the whole state into the sequence, so no block has two holders and eviction needs no reference counts.
-pub struct PrefixCache {
-    entries: HashMap<u64, Entry>,
-    capacity_tokens: usize,
-    used_tokens: usize,
-    clock: u64,
+/// The blocks of the longest registered prefix of `prompt` that leaves at least one token to compute, and the state to resume from after it; the caller retains the blocks.
+pub fn lookup<'p, T>(pool: &'p BlockPool<T>, prompt: &[u32]) -> Option<(Vec<BlockId>, &'p T)> {
+    let (blocks, _, last) = walk(pool, &prompt[..prompt.len().saturating_sub(1)]);
+    last.map(|payload| (blocks, payload))
 }
 
-impl PrefixCache {
-    /// A cache holding states for at most `capacity_tokens` prefix tokens in all.
-    pub fn new(capacity_tokens: usize) -> PrefixCache {
-        PrefixCache {
-            entries: HashMap::new(),
-            capacity_tokens,
-            used_tokens: 0,
-            clock: 0,
-        }
+/// Registers the last block of `table`, which holds `tokens` (whole blocks), with `payload` the state after it; false when it is already registered or an earlier block is not (then it could never be found).
+pub fn insert<T>(pool: &mut BlockPool<T>, tokens: &[u32], table: &[BlockId], payload: impl FnOnce() -> T) -> bool {
+    assert!(
+        tokens.len().is_multiple_of(BLOCK_TOKENS) && !tokens.is_empty(),
+        "prefix states are taken at block boundaries"
+    );
+    let k = tokens.len() / BLOCK_TOKENS;
+    assert_eq!(table.len(), k, "the table holds exactly the blocks of the prefix");
+    let (blocks, parent, _) = walk(pool, &tokens[..tokens.len() - BLOCK_TOKENS]);
+    if blocks.len() + 1 < k {
+        return false;
     }
-
-    /// Prefix tokens whose states are held.
-    pub fn used_tokens(&self) -> usize {
-        self.used_tokens
-    }
-
-    /// The longest captured prefix of `prompt` that leaves at least one token to compute, and its state.
-    pub fn lookup(&mut self, prompt: &[u32]) -> Option<(usize, SeqCache)> {
-        self.clock += 1;
-        let usable = &prompt[..prompt.len().saturating_sub(1)];
-        let hashes = block_hashes(usable);
-        for (i, h) in hashes.iter().enumerate().rev() {
-            let len = (i + 1) * BLOCK_TOKENS;
-            if let Some(e) = self.entries.get_mut(h)
-                && e.tokens == prompt[..len]
-            {
-                e.last_used = self.clock;
-                return Some((len, e.state.clone()));
-            }
-        }
-        None
-    }
-
-    /// Keeps `state`, the state after exactly `tokens` (a whole number of blocks).
-    pub fn insert(&mut self, tokens: &[u32], state: &SeqCache) {
-        assert!(
-            tokens.len().is_multiple_of(BLOCK_TOKENS) && !tokens.is_empty(),
-            "prefix states are taken at block boundaries"
-        );
-        if tokens.len() > self.capacity_tokens {
-            return;
-        }
-        let h = *block_hashes(tokens).last().expect("at least one block");
-        self.clock += 1;
-        if let Some(e) = self.entries.get_mut(&h) {
-            e.last_used = self.clock;
-            return;
-        }
-        while self.used_tokens + tokens.len() > self.capacity_tokens {
-            let oldest = *self
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(h, _)| h)
-                .expect("non-empty when over");
-            let e = self.entries.remove(&oldest).expect("present");
-            self.used_tokens -= e.tokens.len();
-        }
-        self.used_tokens += tokens.len();
-        self.entries.insert(
-            h,
-            Entry {
-                tokens: tokens.to_vec(),
-                state: state.clone(),
-                last_used: self.clock,
-            },
-        );
-    }
+    let h = *block_hashes(tokens).last().expect("at least one block");
+    pool.register(
+        h,
+        parent,
+        &tokens[tokens.len() - BLOCK_TOKENS..],
+        table[k - 1],
+        payload(),
+    )
+    .is_some()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
-    fn state(len: u32) -> SeqCache {
-        SeqCache {
-            len,
-            ..Default::default()
+    /// A sequence's blocks for `tokens` computed on the pool, registering each boundary with its length as payload.
+    fn compute(pool: &mut BlockPool<usize>, tokens: &[u32]) -> Vec<BlockId> {
+        let mut table = Vec::new();
+        for k in 1..=tokens.len() / BLOCK_TOKENS {
+            table.push(pool.alloc().expect("a free block"));
+            insert(pool, &tokens[..k * BLOCK_TOKENS], &table, || k * BLOCK_TOKENS);
+        }
+        table
+    }
+
+    fn release_all(pool: &mut BlockPool<usize>, table: Vec<BlockId>) {
+        for b in table.into_iter().rev() {
+            pool.release(b);
         }
     }
 
     #[test]
-    fn finds_the_longest_verified_prefix_and_evicts_lru() {
+    fn finds_the_longest_verified_prefix_and_shares_its_blocks() {
         let prompt: Vec<u32> = (0..400).collect();
-        let mut c = PrefixCache::new(3 * BLOCK_TOKENS);
-        c.insert(&prompt[..128], &state(128));
-        c.insert(&prompt[..256], &state(256));
-        assert_eq!(c.lookup(&prompt).map(|(n, s)| (n, s.len)), Some((256, 256)));
+        let mut pool = BlockPool::new(8);
+        let table = compute(&mut pool, &prompt[..300]);
+        let (blocks, &len) = lookup(&pool, &prompt).unwrap();
+        assert_eq!((blocks.as_slice(), len), (&table[..2], 256));
+        let (blocks, &len) = lookup(&pool, &prompt[..256]).unwrap();
         assert_eq!(
-            c.lookup(&prompt[..256]).map(|(n, _)| n),
-            Some(128),
+            (blocks.as_slice(), len),
+            (&table[..1], 128),
             "one token must remain to compute"
         );
         let mut other = prompt.clone();
         other[5] = 9999;
-        assert!(c.lookup(&other).is_none());
-        c.insert(&other[..256], &state(7));
+        assert!(lookup(&pool, &other).is_none());
+        other[5] = 5;
+        other[200] = 1;
         assert_eq!(
-            c.used_tokens(),
-            3 * BLOCK_TOKENS,
-            "the least recently used 256-token entry made room for the new one"
+            lookup(&pool, &other).map(|(_, &n)| n),
+            Some(128),
+            "the first block still matches"
         );
-        assert_eq!(c.lookup(&prompt).map(|(n, _)| n), Some(128));
-    }
-
-    /// Held tokens add up to `used_tokens`, never above capacity; each entry sits under its own chained hash.
-    fn assert_accounted(c: &PrefixCache) {
-        let held: usize = c.entries.values().map(|e| e.tokens.len()).sum();
-        assert_eq!(held, c.used_tokens());
-        assert!(c.used_tokens() <= c.capacity_tokens);
-        for (h, e) in &c.entries {
-            assert_eq!(block_hashes(&e.tokens).last(), Some(h));
-            assert_eq!(e.state.len as usize, e.tokens.len());
+        for &b in &blocks {
+            pool.retain(b);
         }
+        assert_eq!(pool.refs(table[0]), 2, "a hit shares the block, no copy");
+        release_all(&mut pool, blocks);
+        release_all(&mut pool, table);
+        assert_eq!((pool.used(), pool.cached()), (0, 2));
+        pool.assert_consistent();
     }
 
     #[test]
-    fn a_colliding_hash_is_caught_by_the_id_check() {
-        let a: Vec<u32> = (0..200).collect();
-        let b: Vec<u32> = (1000..1200).collect();
-        let mut c = PrefixCache::new(4 * BLOCK_TOKENS);
-        let forged = block_hashes(&a)[0];
-        c.entries.insert(
-            forged,
-            Entry {
-                tokens: b[..BLOCK_TOKENS].to_vec(),
-                state: state(BLOCK_TOKENS as u32),
-                last_used: 0,
-            },
-        );
-        c.used_tokens = BLOCK_TOKENS;
+    fn a_forced_hash_collision_is_caught_by_the_id_check() {
+        let a: Vec<u32> = (0..300).collect();
+        let b: Vec<u32> = (1000..1300).collect();
+        let mut pool = BlockPool::new(4);
+        let forged = pool.alloc().unwrap();
+        // b's first block registered under a's first hash, as a colliding hash would place it.
+        pool.register(block_hashes(&a)[0], 0, &b[..BLOCK_TOKENS], forged, 128)
+            .unwrap();
         assert!(
-            c.lookup(&a).is_none(),
-            "a's hash found b's state; the token ids must refuse it"
+            lookup(&pool, &a).is_none(),
+            "a's hash found b's block; the token ids must refuse it"
         );
-        assert!(c.lookup(&b).is_none(), "b is stored under a's hash, not its own");
+        assert!(
+            lookup(&pool, &b).is_none(),
+            "b is registered under a's hash, not its own"
+        );
+        // A second block whose hash collides but which follows another registration is refused too.
+        let first = compute(&mut pool, &b[..BLOCK_TOKENS]);
+        let second = pool.alloc().unwrap();
+        let h = block_hashes(&a)[1];
+        pool.register(h, 0, &a[BLOCK_TOKENS..2 * BLOCK_TOKENS], second, 256)
+            .unwrap();
+        assert!(
+            lookup(&pool, &a).is_none(),
+            "a's second block was registered after no first block"
+        );
+        assert!(
+            !insert(&mut pool, &a[..256], &[forged, second], || 256),
+            "no verified first block"
+        );
+        release_all(&mut pool, vec![forged, second]);
+        release_all(&mut pool, first);
+        pool.assert_consistent();
     }
 
     #[test]
-    fn eviction_takes_the_least_recently_used() {
-        let p = |salt: u32| -> Vec<u32> { (0..BLOCK_TOKENS as u32).map(|i| i * 3 + salt).collect() };
-        let mut c = PrefixCache::new(3 * BLOCK_TOKENS);
+    fn eviction_takes_the_least_recently_used_prefix() {
+        let p = |salt: u32| -> Vec<u32> { (0..=BLOCK_TOKENS as u32).map(|i| i * 3 + salt).collect() };
+        let mut pool = BlockPool::new(3);
         for salt in 0..3 {
-            c.insert(&p(salt), &state(BLOCK_TOKENS as u32));
+            let t = compute(&mut pool, &p(salt));
+            release_all(&mut pool, t);
         }
-        let mut longer = p(0);
-        longer.push(1);
-        assert!(c.lookup(&longer).is_some());
-        c.insert(&p(2), &state(BLOCK_TOKENS as u32));
-        c.insert(&p(3), &state(BLOCK_TOKENS as u32));
-        let kept = |c: &mut PrefixCache, salt: u32| {
-            let mut q = p(salt);
-            q.push(1);
-            c.lookup(&q).is_some()
-        };
-        assert!(!kept(&mut c, 1), "entry 1 was least recently used");
-        assert!(kept(&mut c, 0) && kept(&mut c, 2) && kept(&mut c, 3));
-        assert_accounted(&c);
+        let (hit, _) = lookup(&pool, &p(0)).unwrap();
+        pool.retain(hit[0]);
+        pool.release(hit[0]);
+        let t = compute(&mut pool, &p(3));
+        assert!(lookup(&pool, &p(1)).is_none(), "prefix 1 was least recently used");
+        assert!([0, 2, 3].iter().all(|&s| lookup(&pool, &p(s)).is_some()));
+        release_all(&mut pool, t);
+        pool.assert_consistent();
+    }
+
+    /// xorshift64.
+    fn rng(mut s: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % n
+        }
     }
 
     #[test]
-    fn ten_thousand_random_operations_leak_nothing() {
-        let mut rng = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
-        let mut c = PrefixCache::new(5 * BLOCK_TOKENS);
-        let (mut hits, mut evictions) = (0, 0);
+    fn ten_thousand_random_operations_leak_no_block() {
+        let mut next = rng(0x2545_F491_4F6C_DD1D);
+        let mut pool = BlockPool::new(12);
+        // Running sequences (prompt, blocks), and the prefix each block was computed for.
+        let mut seqs: Vec<(Vec<u32>, Vec<BlockId>)> = Vec::new();
+        let mut content: HashMap<BlockId, Vec<u32>> = HashMap::new();
+        let (mut hits, mut inserts, mut evictions, mut releases) = (0, 0, 0, 0);
         for _ in 0..10_000 {
-            let len = (1 + next(4) as usize) * BLOCK_TOKENS + next(3) as usize;
-            let variants: Vec<u32> = (0..5).map(|_| next(2) as u32).collect();
-            let prompt: Vec<u32> = (0..len)
-                .map(|i| (i / BLOCK_TOKENS) as u32 * 10 + variants[i / BLOCK_TOKENS])
+            let blocks = 1 + next(3) as usize;
+            let variants: Vec<u32> = (0..blocks).map(|_| next(4) as u32).collect();
+            let prompt: Vec<u32> = (0..blocks * BLOCK_TOKENS + 1)
+                .map(|i| {
+                    let b = (i / BLOCK_TOKENS).min(blocks - 1);
+                    (b as u32 * 4 + variants[b]) * 1000 + i as u32
+                })
                 .collect();
-            if next(2) == 0 {
-                let whole = len / BLOCK_TOKENS * BLOCK_TOKENS;
-                let before = c.entries.len();
-                let existed = c
-                    .entries
-                    .contains_key(&block_hashes(&prompt[..whole])[whole / BLOCK_TOKENS - 1]);
-                c.insert(&prompt[..whole], &state(whole as u32));
-                if !existed {
-                    evictions += before + 1 - c.entries.len();
+            let registered = pool.registered();
+            match next(6) {
+                // Alloc or share: a new sequence resumes from the longest registered prefix and computes the rest, when it fits.
+                0 | 1 => {
+                    let (mut table, len) = match lookup(&pool, &prompt) {
+                        Some((t, &len)) => (t, len),
+                        None => (Vec::new(), 0),
+                    };
+                    assert_eq!(len, table.len() * BLOCK_TOKENS);
+                    let revived = table.iter().filter(|&&b| pool.refs(b) == 0).count();
+                    if pool.total() - pool.used() >= blocks - table.len() + revived {
+                        hits += usize::from(len > 0);
+                        table.iter().for_each(|&b| pool.retain(b));
+                        while table.len() < blocks {
+                            let b = pool.alloc().unwrap();
+                            content.insert(b, prompt[..(table.len() + 1) * BLOCK_TOKENS].to_vec());
+                            table.push(b);
+                        }
+                        seqs.push((prompt, table));
+                    }
                 }
-            } else if let Some((n, s)) = c.lookup(&prompt) {
-                hits += 1;
-                assert!(n < prompt.len() && n.is_multiple_of(BLOCK_TOKENS));
-                assert_eq!(s.len as usize, n, "the state belongs to the prefix found");
-                let e = &c.entries[&block_hashes(&prompt[..n])[n / BLOCK_TOKENS - 1]];
-                assert_eq!(e.tokens, prompt[..n]);
+                // Release: a sequence ends.
+                2 if !seqs.is_empty() => {
+                    let (_, table) = seqs.swap_remove(next(seqs.len() as u64) as usize);
+                    release_all(&mut pool, table);
+                    releases += 1;
+                }
+                // Insert: a sequence registers one of its boundaries.
+                3 if !seqs.is_empty() => {
+                    let (tokens, table) = &seqs[next(seqs.len() as u64) as usize];
+                    let k = 1 + next(table.len() as u64) as usize;
+                    inserts += usize::from(insert(&mut pool, &tokens[..k * BLOCK_TOKENS], &table[..k], || {
+                        k * BLOCK_TOKENS
+                    }));
+                }
+                // Evict: memory pressure takes a free block and gives it back.
+                4 => {
+                    if let Some(b) = pool.alloc() {
+                        assert!(!pool.is_registered(b));
+                        pool.release(b);
+                    }
+                }
+                // Lookup: every block found holds exactly its prefix of the prompt.
+                _ => {
+                    if let Some((table, &len)) = lookup(&pool, &prompt) {
+                        assert!(len < prompt.len() && len == table.len() * BLOCK_TOKENS);
+                        for (i, b) in table.iter().enumerate() {
+                            assert_eq!(content[b], prompt[..(i + 1) * BLOCK_TOKENS]);
+                        }
+                    }
+                }
             }
-            assert_accounted(&c);
+            evictions += registered.saturating_sub(pool.registered());
+            pool.assert_consistent();
         }
-        assert!(hits > 100 && evictions > 100, "hits {hits}, evictions {evictions}");
+        while let Some((_, table)) = seqs.pop() {
+            release_all(&mut pool, table);
+        }
+        pool.assert_consistent();
+        assert_eq!(pool.used(), 0, "a block is still held");
+        assert!(
+            hits > 500 && inserts > 60 && evictions > 60 && releases > 500,
+            "hits {hits}, inserts {inserts}, evictions {evictions}, releases {releases}"
+        );
     }
 }

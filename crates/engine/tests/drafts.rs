@@ -211,7 +211,7 @@ fn drafts_off_in_the_engine_config_run_none() {
 fn resumed_prefixes_and_preempted_replays_draft_exactly() {
     let cfg = EngineConfig {
         token_budget: 64,
-        capacity_tokens: 200,
+        pool_blocks: 2,
         ..Default::default()
     };
     let long = prompt(140, 40);

@@ -54,7 +54,7 @@ struct Solo {
 impl Solo {
     fn new() -> Solo {
         let cfg = EngineConfig {
-            prefix_cache_tokens: 0,
+            prefix_cache: false,
             ..Default::default()
         };
         Solo {
@@ -85,8 +85,8 @@ fn random_interleavings_never_lose_or_duplicate_a_token() {
         let cfg = EngineConfig {
             token_budget: 8 + rng.below(120) as usize,
             max_lanes: 1 + rng.below(6) as usize,
-            capacity_tokens: 160 + rng.below(200) as usize,
-            prefix_cache_tokens: [0, 128, 4096][rng.below(3) as usize],
+            pool_blocks: 1 + rng.below(3) as usize,
+            prefix_cache: rng.below(3) != 0,
             drafts: [
                 DraftConfig::default(),
                 DraftConfig::off(),
@@ -117,14 +117,15 @@ fn random_interleavings_never_lose_or_duplicate_a_token() {
                 }
             }
             let s = e.stats();
-            assert!(s.reserved_tokens <= s.capacity_tokens, "trial {trial}: {s:?}");
+            assert!(s.blocks_used <= s.blocks_reserved, "trial {trial}: {s:?}");
+            assert!(s.blocks_reserved <= s.blocks_total, "trial {trial}: {s:?}");
         }
         drain(&mut e);
         let s = e.stats();
         preempted += s.preemptions;
         assert_eq!(
-            (s.running, s.waiting, s.reserved_tokens),
-            (0, 0, 0),
+            (s.running, s.waiting, s.blocks_reserved, s.blocks_used),
+            (0, 0, 0, 0),
             "trial {trial}: {s:?}"
         );
         for (id, p, gp, rec) in &reqs {
@@ -203,15 +204,15 @@ fn a_stop_token_ends_the_request_and_ignore_eos_keeps_going() {
     let ignoring = ignoring.lock().unwrap();
     assert_eq!(ignoring.reason, Some(FinishReason::Length));
     assert_eq!(ignoring.sha, free.sha, "ignore_eos runs to max_tokens");
-    assert_eq!(e.stats().reserved_tokens, 0);
+    assert_eq!((e.stats().blocks_reserved, e.stats().blocks_used), (0, 0));
 }
 
 #[test]
 fn background_work_is_preempted_only_when_that_makes_room() {
     let cfg = EngineConfig {
         token_budget: 128,
-        capacity_tokens: 100,
-        prefix_cache_tokens: 0,
+        pool_blocks: 3,
+        prefix_cache: false,
         ..Default::default()
     };
     let greedy = |max_tokens, priority| GenerateParams {
@@ -225,7 +226,8 @@ fn background_work_is_preempted_only_when_that_makes_room() {
     let fg = submit(&mut e, prompt(30, 1), greedy(20, Priority::Foreground));
     let bg = submit(&mut e, prompt(30, 2), greedy(10, Priority::Background));
     e.step();
-    let big = submit(&mut e, prompt(60, 3), greedy(10, Priority::Foreground));
+    // Three blocks: preempting the one-block background request would leave two.
+    let big = submit(&mut e, prompt(300, 3), greedy(10, Priority::Foreground));
     drain(&mut e);
     for d in [&fg, &bg, &big] {
         assert_eq!(d.lock().unwrap().reason, Some(FinishReason::Length));
@@ -241,8 +243,8 @@ fn background_work_is_preempted_only_when_that_makes_room() {
 fn a_large_waiting_request_is_not_passed_over_forever_by_small_ones() {
     let cfg = EngineConfig {
         token_budget: 256,
-        capacity_tokens: 100,
-        prefix_cache_tokens: 0,
+        pool_blocks: 3,
+        prefix_cache: false,
         ..Default::default()
     };
     let greedy = |max_tokens| GenerateParams {
@@ -253,7 +255,8 @@ fn a_large_waiting_request_is_not_passed_over_forever_by_small_ones() {
     let mut e = engine(cfg, 1);
     let first = submit(&mut e, prompt(20, 1), greedy(30));
     e.step();
-    let big = submit(&mut e, prompt(60, 2), greedy(10));
+    // Three blocks: it fits only once the first request's block is free; each small one needs one.
+    let big = submit(&mut e, prompt(300, 2), greedy(10));
     let mut small = Vec::new();
     for i in 0..60 {
         small.push(submit(&mut e, prompt(10, 10 + i), greedy(10)));
@@ -278,7 +281,7 @@ fn clients_on_several_threads_submit_and_cancel_through_the_handle() {
     let handle = EngineHandle::spawn(engine(
         EngineConfig {
             token_budget: 64,
-            capacity_tokens: 300,
+            pool_blocks: 3,
             ..Default::default()
         },
         1,
@@ -336,7 +339,7 @@ fn clients_on_several_threads_submit_and_cancel_through_the_handle() {
     let settled = (0..200).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
         let s = handle.stats();
-        (s.running, s.waiting, s.reserved_tokens) == (0, 0, 0)
+        (s.running, s.waiting, s.blocks_reserved, s.blocks_used) == (0, 0, 0, 0)
     });
     assert!(settled, "{:?}", handle.stats());
     handle.shutdown();

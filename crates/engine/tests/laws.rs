@@ -115,7 +115,7 @@ fn chunk_size_does_not_change_tokens() {
     let whole = solo(
         EngineConfig {
             token_budget: 512,
-            prefix_cache_tokens: 0,
+            prefix_cache: false,
             ..Default::default()
         },
         &p,
@@ -125,7 +125,7 @@ fn chunk_size_does_not_change_tokens() {
         let chunked = solo(
             EngineConfig {
                 token_budget: budget,
-                prefix_cache_tokens: 0,
+                prefix_cache: false,
                 ..Default::default()
             },
             &p,
@@ -141,7 +141,7 @@ fn resumed_prefix_equals_fresh() {
     let gp = params(1.0, Some(9), 5);
     let fresh = solo(
         EngineConfig {
-            prefix_cache_tokens: 0,
+            prefix_cache: false,
             ..Default::default()
         },
         &p,
@@ -161,7 +161,7 @@ fn resumed_prefix_equals_fresh() {
     assert_eq!(second.sha, fresh.sha, "resumed differs from fresh");
     let fresh_longer = solo(
         EngineConfig {
-            prefix_cache_tokens: 0,
+            prefix_cache: false,
             ..Default::default()
         },
         &longer,
@@ -180,8 +180,8 @@ fn preempted_background_request_replays_exactly() {
     let fg_params = params(0.7, Some(2), 4);
     let cfg = EngineConfig {
         token_budget: 32,
-        capacity_tokens: 80,
-        prefix_cache_tokens: 0,
+        pool_blocks: 1,
+        prefix_cache: false,
         ..Default::default()
     };
     let alone = solo(cfg, &bg, &bg_params);
@@ -207,15 +207,20 @@ fn preempted_background_request_replays_exactly() {
 fn impossible_requests_are_refused_with_what_would_fit() {
     let mut e = engine(
         EngineConfig {
-            capacity_tokens: 100,
+            pool_blocks: 1,
             ..Default::default()
         },
         1,
     );
     let err = e
-        .submit(prompt(90, 1), params(0.0, None, 20), Box::new(|_| {}))
+        .submit(prompt(90, 1), params(0.0, None, 50), Box::new(|_| {}))
         .unwrap_err();
-    assert!(err.contains("lower max_tokens to 10"), "{err}");
+    assert!(err.contains("lower max_tokens to 38"), "{err}");
+    assert!(err.contains("1 blocks of 128"), "{err}");
+    let err = e
+        .submit(prompt(128, 1), params(0.0, None, 1), Box::new(|_| {}))
+        .unwrap_err();
+    assert!(err.contains("at most 127 fit"), "{err}");
     let err = e
         .submit(vec![200_000], params(0.0, None, 2), Box::new(|_| {}))
         .unwrap_err();
@@ -254,9 +259,14 @@ fn the_threaded_handle_streams_and_cancels() {
     assert!(tokens < 200);
     let freed = (0..200).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        handle.stats().running == 0
+        let s = handle.stats();
+        (s.running, s.blocks_used, s.blocks_reserved) == (0, 0, 0)
     });
-    assert!(freed, "the cancelled request's state was not freed");
+    assert!(
+        freed,
+        "the cancelled request's blocks were not freed: {:?}",
+        handle.stats()
+    );
     let err = handle
         .submit(Vec::new(), params(0.0, None, 1), Box::new(|_| {}))
         .unwrap_err();

@@ -62,7 +62,7 @@ fn reference() -> &'static [Done] {
     REF.get_or_init(|| {
         let cfg = EngineConfig {
             token_budget: 2048,
-            prefix_cache_tokens: 0,
+            prefix_cache: false,
             ..Default::default()
         };
         let mut e = engine(cfg, 1);
@@ -140,7 +140,11 @@ fn check(cfg: EngineConfig, threads: usize, arrival: Arrival) -> (usize, EngineS
 
 fn assert_clean(e: &Engine) {
     let s = e.stats();
-    assert_eq!((s.running, s.waiting, s.reserved_tokens), (0, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.running, s.waiting, s.blocks_reserved, s.blocks_used),
+        (0, 0, 0, 0),
+        "{s:?}"
+    );
 }
 
 fn cfg(max_lanes: usize, token_budget: usize) -> EngineConfig {
@@ -181,17 +185,17 @@ fn two_threads_equal_one() {
 
 #[test]
 fn eviction_and_memory_pressure_change_nothing_but_speed() {
-    for prefix_cache_tokens in [128, 384] {
+    for pool_blocks in [3, 5] {
         let small = EngineConfig {
-            prefix_cache_tokens,
+            pool_blocks,
             ..cfg(8, 128)
         };
-        let (cached, _) = check(small, 1, Arrival::OneAtATime);
-        assert!(cached > 0, "some prefixes survived eviction ({prefix_cache_tokens})");
+        let (cached, stats) = check(small, 1, Arrival::OneAtATime);
+        assert!(cached > 0, "some prefixes survived eviction ({pool_blocks} blocks)");
+        assert!(stats.evictions > 0, "the pool ran short ({pool_blocks} blocks)");
     }
     let tight = EngineConfig {
-        capacity_tokens: 700,
-        prefix_cache_tokens: 256,
+        pool_blocks: 6,
         ..cfg(8, 96)
     };
     for arrival in [Arrival::Together, Arrival::Bursts { size: 6, rounds: 4 }] {

@@ -92,7 +92,7 @@ impl Metrics {
         r.register("tensorfold_requests_waiting", "Requests waiting", m.waiting.clone());
         r.register(
             "tensorfold_kv_cache_usage_ratio",
-            "Reserved KV-cache tokens over capacity",
+            "Cache pool blocks in use over the pool's blocks",
             m.kv_usage.clone(),
         );
         // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
@@ -120,10 +120,10 @@ impl Metrics {
 
     /// The text exposition, with the gauges read from `stats`.
     pub fn render(&self, stats: &EngineStats) -> String {
-        let usage = if stats.capacity_tokens == 0 {
+        let usage = if stats.blocks_total == 0 {
             0.0
         } else {
-            stats.reserved_tokens as f64 / stats.capacity_tokens as f64
+            stats.blocks_used as f64 / stats.blocks_total as f64
         };
         self.running.set(stats.running as i64);
         self.waiting.set(stats.waiting as i64);
@@ -135,5 +135,34 @@ impl Metrics {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_cache_usage_is_the_share_of_pool_blocks_in_use() {
+        let m = Metrics::new();
+        let stats = EngineStats {
+            blocks_total: 12,
+            blocks_used: 3,
+            blocks_cached: 5,
+            blocks_reserved: 9,
+            ..Default::default()
+        };
+        let text = m.render(&stats);
+        for name in [
+            "vllm:kv_cache_usage_perc",
+            "vllm:gpu_cache_usage_perc",
+            "tensorfold_kv_cache_usage_ratio",
+        ] {
+            assert!(text.contains(&format!("{name} 0.25")), "{name} in\n{text}");
+        }
+        assert!(
+            m.render(&EngineStats::default())
+                .contains("vllm:kv_cache_usage_perc 0.0")
+        );
     }
 }

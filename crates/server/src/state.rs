@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use tensorfold_engine::pool::BLOCK_TOKENS;
 use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_kernels::cpu::CpuLaunch;
@@ -129,7 +130,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     };
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
-        capacity_tokens: context.saturating_mul(cfg.parallel.max(1)),
+        pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
         drafts: if cfg.drafts {
             DraftConfig {
                 mtp_drafts: cfg.mtp_drafts,

@@ -88,5 +88,5 @@ async fn full_queue_then_disconnect_cancels() {
     }
     assert!(cancelled, "the abandoned non-streamed request was not cancelled");
     let stats = s.state.loaded.get().unwrap().engine.stats();
-    assert_eq!(stats.reserved_tokens, 0, "no leaked reservations");
+    assert_eq!((stats.blocks_reserved, stats.blocks_used), (0, 0), "no leaked blocks");
 }

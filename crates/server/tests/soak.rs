@@ -91,8 +91,8 @@ async fn soak_random_requests_then_idle() {
     let mut idle = false;
     for _ in 0..200 {
         let st = m.engine.stats();
-        if st.running == 0 && st.waiting == 0 && st.reserved_tokens == 0 && s.state.active.load(Ordering::Acquire) == 0
-        {
+        let no_blocks = st.blocks_reserved == 0 && st.blocks_used == 0;
+        if st.running == 0 && st.waiting == 0 && no_blocks && s.state.active.load(Ordering::Acquire) == 0 {
             idle = true;
             break;
         }

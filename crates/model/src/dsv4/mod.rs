@@ -1,6 +1,7 @@
 //! Family `dsv4`: DeepSeek V4 (Flash, Pro): tensor manifest, size summary and checkpoint loading.
 
 pub mod batch;
+pub mod blocks;
 pub mod cache;
 pub mod forward;
 mod manifest;

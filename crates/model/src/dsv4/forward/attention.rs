@@ -11,8 +11,9 @@ use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::rope;
 use tensorfold_kernels::sparse_attn::{AttnShape, sparse_attn};
 
-use super::compressor::{self, Kind};
+use super::compressor;
 use super::{Pass, linear};
+use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Attention, Indexer};
 
@@ -47,10 +48,10 @@ pub(crate) fn attention(
     }
 
     if let Some(comp) = &w.compressor {
-        compressor::step(pass, layer_idx, comp, x, cache, Kind::Kv);
+        compressor::step(pass, layer_idx, comp, x, cache, EntryKind::Kv);
     }
     let selected = w.indexer.as_ref().map(|idx| {
-        compressor::step(pass, layer_idx, &idx.compressor, x, cache, Kind::Index);
+        compressor::step(pass, layer_idx, &idx.compressor, x, cache, EntryKind::Index);
         indexer_topk(pass, layer_idx, idx, x, &qr, cache)
     });
 
@@ -98,6 +99,8 @@ fn indexer_topk(
     let mut iw = linear::bf16(pass, x, &w.weights_proj); // [rows, ih]
     let scale = (1.0 / ((ihd * ih) as f64).sqrt()) as f32;
     iw.iter_mut().for_each(|v| *v *= scale);
+    let section = pass.model.layout.section(layer_idx, EntryKind::Index);
+    // The kernel reads one contiguous key table, so each round gathers the keys from the sequences' blocks.
     let mut keys = Vec::new();
     let mut key_range = vec![0i32; rows * 2];
     let mut visible = vec![0i32; rows];
@@ -107,7 +110,8 @@ fn indexer_topk(
             .as_ref()
             .expect("ratio-4 layer has an indexer");
         let start = (keys.len() / ihd) as i32;
-        keys.extend_from_slice(&st.entries);
+        let count = st.num_entries;
+        cache.store.gather(cache.table(g.seq), section, count, &mut keys);
         for (i, &r) in g.rows.iter().enumerate() {
             let t = g.start as usize + i;
             visible[r] = ((t + 1) / 4) as i32;
@@ -151,10 +155,11 @@ fn gather(
     let (rows, hd, window) = (pass.rows(), c.head_dim, c.sliding_window);
     let ratio = c.compress_ratio(layer_idx);
     let top_k = c.index_topk;
+    // The kernel reads one contiguous KV table, so each round gathers the entries from the sequences' blocks.
     let mut table = Vec::new();
     let mut lists: Vec<Vec<i32>> = vec![Vec::new(); rows];
     for g in &pass.groups {
-        let layer = &cache.seq_mut(g.seq, c).layers[layer_idx];
+        let layer = &cache.seqs[&g.seq].layers[layer_idx];
         let start = g.start as usize;
         let first = start.saturating_sub(window - 1);
         let base = (table.len() / hd) as i64 - first as i64;
@@ -167,7 +172,10 @@ fn gather(
         }
         let comp_base = (table.len() / hd) as i32;
         if let Some(st) = &layer.compressor {
-            table.extend_from_slice(&st.entries);
+            let section = pass.model.layout.section(layer_idx, EntryKind::Kv);
+            cache
+                .store
+                .gather(cache.table(g.seq), section, st.num_entries, &mut table);
         }
         for (i, &r) in g.rows.iter().enumerate() {
             let t = start + i;

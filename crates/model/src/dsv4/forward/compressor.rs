@@ -9,27 +9,19 @@ use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::rope;
 
 use super::{Pass, linear};
+use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::{CompressorState, Dsv4Cache};
 use crate::dsv4::weights::Compressor;
-
-/// Which compressor of a layer, and so which finishing steps its entries get.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Attention KV entries: RMSNorm, RoPE, then the FP8 round trip on the non-RoPE dims.
-    Kv,
-    /// Indexer keys: RMSNorm, RoPE, then the Hadamard rotation and the FP4 round trip.
-    Index,
-}
 
 fn state<'c>(
     cache: &'c mut Dsv4Cache,
     pass: &Pass<'_>,
     g: usize,
     layer_idx: usize,
-    kind: Kind,
+    kind: EntryKind,
 ) -> &'c mut CompressorState {
     let layer = &mut cache.seq_mut(pass.groups[g].seq, &pass.model.config).layers[layer_idx];
-    let s = if kind == Kind::Kv {
+    let s = if kind == EntryKind::Kv {
         &mut layer.compressor
     } else {
         &mut layer.indexer
@@ -38,7 +30,14 @@ fn state<'c>(
 }
 
 /// Appends the rows' projections to every sequence's state of `kind` and computes the entries they finish.
-pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &[f32], cache: &mut Dsv4Cache, kind: Kind) {
+pub(crate) fn step(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Compressor,
+    x: &[f32],
+    cache: &mut Dsv4Cache,
+    kind: EntryKind,
+) {
     let (ratio, hd) = (w.ratio, w.head_dim);
     let shape = CompressShape {
         ratio,
@@ -84,18 +83,25 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &[f32],
         let rope_dim = pass.model.config.qk_rope_head_dim;
         rope(&mut entries, &positions, hd, pass.model.rope_for(ratio), false, l, f);
         let sem = pass.model.semantics;
+        // KV entries: the FP8 round trip on the non-RoPE dims; indexer keys: the Hadamard rotation and the FP4 round trip.
         match kind {
-            Kind::Kv if sem.kv_fp8_round_trip => act_quant(&mut entries, hd, hd - rope_dim, 64, l, f),
-            Kind::Index if sem.indexer_fp4_round_trip => {
+            EntryKind::Kv if sem.kv_fp8_round_trip => act_quant(&mut entries, hd, hd - rope_dim, 64, l, f),
+            EntryKind::Index if sem.indexer_fp4_round_trip => {
                 hadamard(&mut entries, hd, l, f);
                 fp4_round_trip(&mut entries, hd, l, f);
             }
             _ => {}
         }
+        let (section, floats) = (pass.model.layout.section(layer_idx, kind), pass.model.layout.floats);
         let mut offset = 0;
         for (g, &n) in new_per_group.iter().enumerate() {
-            let st = state(cache, pass, g, layer_idx, kind);
-            st.entries.extend_from_slice(&entries[offset * hd..(offset + n) * hd]);
+            let seq = pass.groups[g].seq;
+            let first = state(cache, pass, g, layer_idx, kind).num_entries;
+            for i in 0..n {
+                let value = &entries[(offset + i) * hd..(offset + i + 1) * hd];
+                cache.store.put(&cache.tables[&seq], section, first + i, value, floats);
+            }
+            state(cache, pass, g, layer_idx, kind).num_entries += n;
             offset += n;
         }
     }

@@ -7,6 +7,8 @@ mod linear;
 mod moe;
 mod mtp;
 
+use std::ops::Range;
+
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_kernels::embedding::embedding;
@@ -15,6 +17,7 @@ use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
 use super::batch::{Batch, SeqRows};
+use super::blocks::BlockLayout;
 use super::cache::{Dsv4Cache, SeqCache};
 use super::semantics::Semantics;
 use super::weights::Dsv4Weights;
@@ -25,6 +28,8 @@ pub struct Dsv4Model {
     pub config: Dsv4Config,
     pub weights: Dsv4Weights,
     pub semantics: Semantics,
+    /// Where each layer's finished entries sit in a cache block.
+    pub layout: BlockLayout,
     /// RoPE inverse frequencies of window-only layers (plain) and compressed layers (YaRN).
     rope_main: Vec<f32>,
     rope_compress: Vec<f32>,
@@ -92,10 +97,12 @@ impl Dsv4Model {
             beta_slow: c.rope_scaling.beta_slow,
         };
         let rope_compress = inv_freqs(c.qk_rope_head_dim, c.compress_rope_theta, Some(yarn));
+        let layout = BlockLayout::new(c);
         Dsv4Model {
             config,
             weights,
             semantics,
+            layout,
             rope_main,
             rope_compress,
         }
@@ -110,14 +117,16 @@ impl Dsv4Model {
         }
     }
 
-    /// Checks `batch` against each sequence's position (`at`) and the vocabulary, and lays out its rows.
+    /// Checks `batch` against each sequence's position (`at`), its blocks (when `layers` keep entries in them) and the vocabulary, and lays out its rows.
     fn pass(
         &self,
         batch: &Batch,
         cache: &mut Dsv4Cache,
         launch: CpuLaunch,
+        layers: Range<usize>,
         at: impl Fn(&SeqCache) -> u32,
     ) -> Result<Pass<'_>, String> {
+        let writes_entries = self.layout.has_entries(layers);
         let c = &self.config;
         let groups = batch.by_seq()?;
         for g in &groups {
@@ -127,6 +136,9 @@ impl Dsv4Model {
                     "sequence {} is at position {pos}, the batch starts it at {}",
                     g.seq.0, g.start
                 ));
+            }
+            if writes_entries {
+                cache.cover(g.seq, g.start as usize + g.rows.len())?;
             }
         }
         if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
@@ -170,7 +182,7 @@ impl Dsv4Model {
     ) -> Result<Output, String> {
         let keep_layers = opts.keep_layers;
         let c = &self.config;
-        let pass = self.pass(batch, cache, launch, |seq| seq.len)?;
+        let pass = self.pass(batch, cache, launch, 0..c.num_hidden_layers, |seq| seq.len)?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let mut emb = vec![0f32; rows * d];
         embedding(
