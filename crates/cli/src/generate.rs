@@ -109,10 +109,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         ignore_eos: args.ignore_eos,
         ..Default::default()
     };
-    let launch = CpuLaunch {
-        threads: args.threads.max(1),
-        ..CpuLaunch::serial()
-    };
+    let launch = CpuLaunch::serving(args.threads);
     let drafts = if args.no_drafts {
         DraftConfig::off()
     } else {

@@ -72,6 +72,7 @@ fn chunking_neighbours_and_threads_do_not_change_bits() {
         threads: 2,
         simd: SimdPath::Portable,
         tile_rows: 8,
+        split_min: 0,
     };
     assert!(
         run(&m, &tokens, 64, Some(&neighbour), two) == whole,

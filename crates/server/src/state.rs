@@ -124,10 +124,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
     let chat = ChatFormat::load(dir)?;
     let context = cfg.context.min(model.config.max_position_embeddings).max(2);
-    let launch = CpuLaunch {
-        threads: cfg.threads.max(1),
-        ..CpuLaunch::serial()
-    };
+    let launch = CpuLaunch::serving(cfg.threads);
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),

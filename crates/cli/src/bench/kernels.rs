@@ -77,6 +77,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 threads,
                 simd,
                 tile_rows: usize::MAX,
+                split_min: 0,
             };
             let copies = bench.copies;
             (bench.call)(0, &launch);

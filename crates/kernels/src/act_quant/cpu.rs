@@ -25,7 +25,7 @@ pub fn act_quant(x: &mut [f32], row_len: usize, n: usize, block: usize, launch: 
     } else {
         block
     };
-    par_chunks_mut(x, row_len, launch.threads, |_, chunk| {
+    par_chunks_mut(x, row_len, launch.split_threads(x.len()), |_, chunk| {
         for tile_rows in chunk.chunks_mut(tile * row_len) {
             for row in tile_rows.chunks_mut(row_len) {
                 let end = if skip_last_block {

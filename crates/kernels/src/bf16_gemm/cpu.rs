@@ -25,9 +25,14 @@ pub fn bf16_gemm(x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32], laun
     // Planted: the K tail beyond whole chunks dropped.
     let k_used = if faults.on("drop_tail") { k / CHUNK * CHUNK } else { k };
     let xs = split_pairs(x, k, k_used);
-    par_columns(out, rows, n, launch.threads, PAIRS, |cols, view| {
-        columns(&xs, w, k, rows, cols, view, launch, faults)
-    });
+    par_columns(
+        out,
+        rows,
+        n,
+        launch.split_threads(rows * n * k / 16),
+        PAIRS,
+        |cols, view| columns(&xs, w, k, rows, cols, view, launch, faults),
+    );
 }
 
 /// Activation rows padded to whole chunks, each chunk's even-indexed values then its odd-indexed ones.

@@ -33,7 +33,7 @@ pub fn candidate_pool(
     let force_newest = !faults.on("newest_not_forced");
     let lower_first = !faults.on("tie_higher_block");
     let by_sum = faults.on("block_sum");
-    par_chunks_mut(out, top_blocks, launch.threads, |first, chunk| {
+    par_chunks_mut(out, top_blocks, launch.split_threads(out.len()), |first, chunk| {
         let mut keys: Vec<u64> = Vec::new();
         for (i, y) in chunk.chunks_mut(top_blocks).enumerate() {
             let row = first + i;

@@ -74,7 +74,7 @@ pub fn compress(
     let unmask = faults.on("unmasked_slot");
     let same_half = faults.on("ape_same_half");
     let reverse_sum = faults.on("sum_order_by_threads") && launch.threads > 1;
-    par_chunks_mut(out, 1, launch.threads, |first, chunk| {
+    par_chunks_mut(out, 1, launch.split_threads(out.len()), |first, chunk| {
         let mut logits = vec![0f32; slots * CHANNEL_BLOCK];
         let mut at = 0;
         while at < chunk.len() {

@@ -51,12 +51,17 @@ impl fmt::Display for SimdPath {
     }
 }
 
+/// Work units per thread below which a serving launch stays on fewer threads.
+pub const SERVING_SPLIT_MIN: usize = 65536;
+
 /// How a CPU kernel is launched: thread count, SIMD path and rows per tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CpuLaunch {
     pub threads: usize,
     pub simd: SimdPath,
     pub tile_rows: usize,
+    /// Least work (output values, or K/16 per GEMM output) a thread must get before a kernel splits; 0 always splits.
+    pub split_min: usize,
 }
 
 impl CpuLaunch {
@@ -66,7 +71,25 @@ impl CpuLaunch {
             threads: 1,
             simd: SimdPath::best(),
             tile_rows: usize::MAX,
+            split_min: 0,
         }
+    }
+
+    /// `threads` threads on the best path, splitting only work big enough to repay waking a thread.
+    pub fn serving(threads: usize) -> CpuLaunch {
+        CpuLaunch {
+            threads: threads.max(1),
+            split_min: SERVING_SPLIT_MIN,
+            ..CpuLaunch::serial()
+        }
+    }
+
+    /// Threads for a call with `work` units (see `split_min`): never more than `threads`, at least 1.
+    pub fn split_threads(&self, work: usize) -> usize {
+        if self.split_min == 0 {
+            return self.threads.max(1);
+        }
+        self.threads.min(work / self.split_min).max(1)
     }
 
     /// The records the contract proves: 1 and 2 threads, every SIMD path, whole-batch and 1-row and 8-row tiles.
@@ -79,6 +102,7 @@ impl CpuLaunch {
                         threads,
                         simd,
                         tile_rows,
+                        split_min: 0,
                     });
                 }
             }
@@ -95,5 +119,25 @@ impl fmt::Display for CpuLaunch {
             self.tile_rows.to_string()
         };
         write!(f, "threads={} simd={} tile={}", self.threads, self.simd, tile)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_launches_split_only_work_that_repays_a_thread() {
+        let s = CpuLaunch::serving(4);
+        assert_eq!(s.split_threads(SERVING_SPLIT_MIN - 1), 1);
+        assert_eq!(s.split_threads(2 * SERVING_SPLIT_MIN), 2);
+        assert_eq!(s.split_threads(100 * SERVING_SPLIT_MIN), 4);
+        assert_eq!(CpuLaunch::serving(0).threads, 1);
+        let always = CpuLaunch {
+            threads: 2,
+            ..CpuLaunch::serial()
+        };
+        assert_eq!(always.split_threads(1), 2, "the contract's records always split");
+        assert!(CpuLaunch::records().iter().all(|r| r.split_min == 0));
     }
 }

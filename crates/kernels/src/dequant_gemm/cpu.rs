@@ -76,7 +76,7 @@ pub fn dequant_gemm(
     let lost_scale = faults.on("lost_scale");
     let skip_last = faults.on("skip_last_row");
     let sequential = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, n, launch.threads, |first, chunk| {
+    par_chunks_mut(out, n, launch.split_threads(out.len() * k / 16), |first, chunk| {
         let mut wr = vec![0f32; k];
         for col in 0..n {
             decode_row(format, w, scales, col, k, lost_scale, &mut wr);

@@ -22,7 +22,7 @@ pub fn embedding(table: &[u8], dim: usize, ids: &[i32], out: &mut [f32], launch:
     let tile = launch.tile_rows.min(ids.len().max(1));
     let (skip_last, off_by_one) = (faults.on("skip_last_row"), faults.on("id_off_by_one"));
     let swap = faults.on("byte_swap");
-    par_chunks_mut(out, dim, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, dim, launch.split_threads(out.len()), |first_row, chunk| {
         for (tile_idx, tile_out) in chunk.chunks_mut(tile * dim).enumerate() {
             for (i, y) in tile_out.chunks_mut(dim).enumerate() {
                 let r = first_row + tile_idx * tile + i;

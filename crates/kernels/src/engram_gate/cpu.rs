@@ -40,7 +40,7 @@ pub fn engram_gate(
     let unsigned = faults.on("unsigned_gate");
     let first_stream_only = faults.on("first_stream_gate");
     let eps = eps as f64;
-    par_chunks_mut(x, hc * dim, launch.threads, |first, chunk| {
+    par_chunks_mut(x, hc * dim, launch.split_threads(x.len()), |first, chunk| {
         for (i, xr) in chunk.chunks_mut(hc * dim).enumerate() {
             let row = first + i;
             let vr = &v[row * dim..(row + 1) * dim];

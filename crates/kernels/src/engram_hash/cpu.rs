@@ -40,7 +40,7 @@ pub fn engram_hash(
     if heads == 0 {
         return;
     }
-    par_chunks_mut(out, heads, launch.threads, |first, chunk| {
+    par_chunks_mut(out, heads, launch.split_threads(out.len()), |first, chunk| {
         for (i, y) in chunk.chunks_mut(heads).enumerate() {
             let t = &tokens[(first + i) * max_ngram..][..max_ngram];
             let mut mix = (t[0] as u64).wrapping_mul(multipliers[0]);

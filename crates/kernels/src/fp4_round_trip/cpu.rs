@@ -33,7 +33,7 @@ pub fn fp4_round_trip(x: &mut [f32], row_len: usize, launch: &CpuLaunch, faults:
     } else {
         block
     };
-    par_chunks_mut(x, row_len, launch.threads, |_, chunk| {
+    par_chunks_mut(x, row_len, launch.split_threads(x.len()), |_, chunk| {
         for tile_rows in chunk.chunks_mut(tile * row_len) {
             for row in tile_rows.chunks_mut(row_len) {
                 round_trip_blocks(&mut row[..used], block, Grid::E2m1, launch.simd);

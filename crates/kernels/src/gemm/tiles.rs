@@ -71,7 +71,8 @@ fn shape(simd: SimdPath) -> (usize, usize) {
 /// Runs `w` on `p` into `out` ([rows, n]), threads splitting the columns.
 pub(crate) fn run_pairs<W: BlockWeights>(w: &W, p: &Problem, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
     super::assert_simd(launch.simd);
-    par_columns(out, p.rows, p.n, launch.threads, GROUP, |cols, view| {
+    let threads = launch.split_threads(p.rows * p.n * w.blocks() * 8);
+    par_columns(out, p.rows, p.n, threads, GROUP, |cols, view| {
         columns(w, p, cols, view, launch, faults)
     });
 }

@@ -21,7 +21,7 @@ pub fn hadamard(x: &mut [f32], n: usize, launch: &CpuLaunch, faults: Faults) {
     };
     let skip_last = faults.on("skip_last_segment");
     let reversed = faults.on("stages_by_threads") && launch.threads > 1;
-    par_chunks_mut(x, n, launch.threads, |first, chunk| {
+    par_chunks_mut(x, n, launch.split_threads(x.len()), |first, chunk| {
         for (tile_idx, tile_segs) in chunk.chunks_mut(tile * n).enumerate() {
             for (i, seg) in tile_segs.chunks_mut(n).enumerate() {
                 if skip_last && first + tile_idx * tile + i + 1 == segments {

@@ -17,7 +17,7 @@ pub fn hc_mix(x: &[f32], hc_fn: &[f32], hc_dim: usize, eps: f32, out: &mut [f32]
     let skip_last = faults.on("skip_last_row");
     let lost_rsqrt = faults.on("lost_rsqrt");
     let sequential = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, mix_width, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, mix_width, launch.split_threads(out.len()), |first_row, chunk| {
         let mut inv_rms = Vec::with_capacity(tile);
         for (tile_idx, tile_out) in chunk.chunks_mut(tile * mix_width).enumerate() {
             let row0 = first_row + tile_idx * tile;

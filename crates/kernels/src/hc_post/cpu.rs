@@ -28,7 +28,7 @@ pub fn hc_post(
     let skip_last = faults.on("skip_last_row");
     let untransposed = faults.on("comb_not_transposed");
     let post_first = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, hc * dim, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, hc * dim, launch.split_threads(out.len()), |first_row, chunk| {
         for (i, y) in chunk.chunks_mut((hc * dim).max(1)).enumerate() {
             let r = first_row + i;
             if skip_last && r + 1 == rows {

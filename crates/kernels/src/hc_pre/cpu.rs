@@ -19,7 +19,7 @@ pub fn hc_pre(x: &[f32], pre: &[f32], hc: usize, dim: usize, out: &mut [f32], la
     let skip_last = faults.on("skip_last_row");
     let drop_last_stream = faults.on("drop_last_stream");
     let reversed = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, dim, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, dim, launch.split_threads(out.len()), |first_row, chunk| {
         for (i, y) in chunk.chunks_mut(dim.max(1)).enumerate() {
             let r = first_row + i;
             if skip_last && r + 1 == rows {

@@ -21,7 +21,7 @@ pub fn head_rms_norm(q: &mut [f32], head_dim: usize, eps: f32, launch: &CpuLaunc
         head_dim
     };
     let serial_sum = faults.on("order_by_threads") && launch.threads > 1;
-    par_chunks_mut(q, head_dim, launch.threads, |first_head, chunk| {
+    par_chunks_mut(q, head_dim, launch.split_threads(q.len()), |first_head, chunk| {
         for (tile_idx, tile_heads) in chunk.chunks_mut(tile * head_dim).enumerate() {
             for (i, head) in tile_heads.chunks_mut(head_dim).enumerate() {
                 if skip_last && first_head + tile_idx * tile + i + 1 == num_heads {

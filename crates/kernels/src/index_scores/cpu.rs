@@ -53,7 +53,7 @@ pub fn index_scores(
     let relu = !faults.on("no_relu");
     let extra = faults.on("visible_off_by_one") as usize;
     let reverse_heads = faults.on("head_order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, 1, launch.threads, |first, chunk| {
+    par_chunks_mut(out, 1, launch.split_threads(out.len()), |first, chunk| {
         for (i, y) in chunk.iter_mut().enumerate() {
             let (row, col) = ((first + i) / num_cols, (first + i) % num_cols);
             let (start, visible) = (key_range[2 * row] as usize, key_range[2 * row + 1] as usize);

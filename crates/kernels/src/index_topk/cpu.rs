@@ -36,7 +36,7 @@ pub fn index_topk(
     let lower_first = !faults.on("tie_higher_index");
     let pad_short = !faults.on("unpadded_short_rows");
     let by_score = faults.on("score_order");
-    par_chunks_mut(out, top_k, launch.threads, |first, chunk| {
+    par_chunks_mut(out, top_k, launch.split_threads(out.len()), |first, chunk| {
         let mut keys: Vec<u64> = Vec::new();
         for (i, y) in chunk.chunks_mut(top_k).enumerate() {
             let row = first + i;

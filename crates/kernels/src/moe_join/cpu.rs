@@ -26,7 +26,7 @@ pub fn moe_join(
     let skip_last = faults.on("skip_last_row");
     let drop_last_slot = faults.on("drop_last_slot");
     let shared_first = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, dim, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, dim, launch.split_threads(out.len()), |first_row, chunk| {
         for (i, y) in chunk.chunks_mut(dim).enumerate() {
             let r = first_row + i;
             if skip_last && r + 1 == rows {

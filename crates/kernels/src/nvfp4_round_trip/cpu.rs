@@ -49,7 +49,7 @@ pub fn nvfp4_round_trip(x: &mut [f32], row_len: usize, launch: &CpuLaunch, fault
         NVFP4_BLOCK
     };
     let pow2_only = faults.on("pow2_scale");
-    par_chunks_mut(x, row_len, launch.threads, |_, chunk| {
+    par_chunks_mut(x, row_len, launch.split_threads(x.len()), |_, chunk| {
         for row in chunk.chunks_mut(row_len) {
             for b in row[..used].chunks_mut(block) {
                 let s = block_scale(b, pow2_only);

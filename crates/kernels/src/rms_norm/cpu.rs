@@ -10,7 +10,7 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32], launch: &C
     assert_eq!(x.len() % dim, 0, "rms_norm: input is not whole rows of {dim}");
     let rows = x.len() / dim;
     let tile = launch.tile_rows.min(rows.max(1));
-    par_chunks_mut(out, dim, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, dim, launch.split_threads(out.len()), |first_row, chunk| {
         for (tile_idx, tile_out) in chunk.chunks_mut(tile * dim).enumerate() {
             for (i, y) in tile_out.chunks_mut(dim).enumerate() {
                 let r = first_row + tile_idx * tile + i;

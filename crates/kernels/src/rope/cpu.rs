@@ -41,7 +41,7 @@ pub fn rope(
     let tile = launch.tile_rows.min(rows);
     let (skip_last, off_by_one) = (faults.on("skip_last_row"), faults.on("position_off_by_one"));
     let f32_angle = faults.on("angle_f32_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(x, row_len, launch.threads, |first_row, chunk| {
+    par_chunks_mut(x, row_len, launch.split_threads(x.len()), |first_row, chunk| {
         let (mut cos, mut sin) = (vec![0f32; rope_dim], vec![0f32; rope_dim]);
         for (tile_idx, tile_rows) in chunk.chunks_mut(tile * row_len).enumerate() {
             for (i, row) in tile_rows.chunks_mut(row_len).enumerate() {

@@ -61,7 +61,7 @@ pub fn sparse_attn(
         padding_as_zero: faults.on("padding_reads_entry_0"),
         split: faults.on("split_by_threads") && launch.threads > 1,
     };
-    par_chunks_mut(out, hd, launch.threads, |first, chunk| {
+    par_chunks_mut(out, hd, launch.split_threads(out.len()), |first, chunk| {
         let mut entries = Vec::with_capacity(num_idx);
         let mut probs = vec![0f32; HEAD_GROUP * num_idx];
         let items = chunk.len() / hd;

@@ -34,7 +34,7 @@ pub fn swiglu(
     let skip_last = faults.on("skip_last_row");
     let up_limit = if faults.on("no_up_clamp") { f32::INFINITY } else { limit };
     let tile_weight = faults.on("weight_of_tile_start");
-    par_chunks_mut(out, inter, launch.threads, |first_row, chunk| {
+    par_chunks_mut(out, inter, launch.split_threads(out.len()), |first_row, chunk| {
         for (tile_idx, tile_out) in chunk.chunks_mut(tile * inter).enumerate() {
             let tile_start = first_row + tile_idx * tile;
             for (i, h) in tile_out.chunks_mut(inter).enumerate() {

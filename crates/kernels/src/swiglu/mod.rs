@@ -126,6 +126,7 @@ mod tests {
             threads: 1,
             simd,
             tile_rows: usize::MAX,
+            split_min: 0,
         };
         swiglu(
             &gate,
