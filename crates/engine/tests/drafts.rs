@@ -9,6 +9,14 @@ use tensorfold_engine::draft::context::{DraftRequest, Proposer};
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, GenerateParams, Priority};
 
+/// Context copies and one MTP draft per round (MTP drafts are off by default).
+fn with_mtp() -> DraftConfig {
+    DraftConfig {
+        mtp_drafts: 1,
+        ..Default::default()
+    }
+}
+
 const MAX_TOKENS: usize = 6;
 
 /// Identifies a run: prompt, seed and temperature bits.
@@ -117,6 +125,7 @@ fn counts(done: &[Done]) -> (usize, usize) {
 fn drafted_equals_serial_for_every_prompt_temperature_seed_and_concurrency() {
     let cfg = EngineConfig {
         token_budget: 96,
+        drafts: with_mtp(),
         ..Default::default()
     };
     let serial_jobs = jobs(false);
@@ -212,6 +221,7 @@ fn resumed_prefixes_and_preempted_replays_draft_exactly() {
     let cfg = EngineConfig {
         token_budget: 64,
         pool_blocks: 2,
+        drafts: with_mtp(),
         ..Default::default()
     };
     let long = prompt(140, 40);
