@@ -148,10 +148,21 @@ fn each_bench_against_a_tiny_server() {
         assert!(positive(&r["itl_s"]["p99"]), "{r}");
         assert!(is_sha(&r["token_sha"]), "{r}");
         assert_eq!(r["token_sha_same_every_run"], true, "{r}");
+        let (d, a) = (r["drafted"].as_u64().unwrap(), r["accepted"].as_u64().unwrap());
+        assert!(a <= d, "{r}");
+        assert!(r["runs"][0]["drafted"].is_u64(), "{r}");
     }
     let out = bench(&format!("decode --url {url} --runs 1 --warmup 0 --max-tokens 2"));
     assert!(out.status.success(), "{}", text(&out));
-    for needle in ["decode tokens/s", "ITL p50", "short", "code", "long", "same every run"] {
+    for needle in [
+        "decode tokens/s",
+        "ITL p50",
+        "short",
+        "code",
+        "long",
+        "same every run",
+        "drafted",
+    ] {
         assert!(has(&out, needle), "missing `{needle}` in:\n{}", text(&out));
     }
 
@@ -260,7 +271,7 @@ fn a_server_without_the_extension_gets_figures_marked_unavailable() {
     let v = bench_json(&format!("decode --url {url} --runs 2 --max-tokens 5 --prompts short"));
     let row = &v["prompts"][0];
     assert!(
-        row["token_sha"].is_null() && row["token_sha_same_every_run"].is_null(),
+        row["token_sha"].is_null() && row["token_sha_same_every_run"].is_null() && row["drafted"].is_null(),
         "{row}"
     );
     assert!(positive(&row["decode_tokens_per_s"]["median"]), "{row}");

@@ -175,6 +175,8 @@ pub struct Reply {
     pub ext_cached: Option<usize>,
     /// `tensorfold.token_sha`, where the server sends the extension.
     pub token_sha: Option<String>,
+    /// `tensorfold.drafted` and `tensorfold.accepted`: draft tokens proposed and kept.
+    pub drafts: Option<(usize, usize)>,
 }
 
 fn count(v: &Value) -> Option<usize> {
@@ -215,6 +217,9 @@ impl Reply {
         if ext.is_object() {
             self.token_sha = ext["token_sha"].as_str().map(str::to_string).or(self.token_sha.take());
             self.ext_cached = count(&ext["cached_tokens"]).or(self.ext_cached);
+            if let (Some(d), Some(a)) = (count(&ext["drafted"]), count(&ext["accepted"])) {
+                self.drafts = Some((d, a));
+            }
         }
         Ok(finished)
     }

@@ -56,6 +56,12 @@ impl Row {
         Some((first, same))
     }
 
+    /// Draft tokens proposed and kept over every run, when every run reported them.
+    fn drafts(&self) -> Option<(usize, usize)> {
+        let each: Option<Vec<(usize, usize)>> = self.runs.iter().map(|r| r.drafts).collect();
+        each.map(|v| v.iter().fold((0, 0), |(d, a), &(x, y)| (d + x, a + y)))
+    }
+
     fn json(&self) -> Value {
         let gaps = self.gaps();
         let sha = self.sha();
@@ -65,7 +71,7 @@ impl Row {
             .map(|r| {
                 json!({"decode_tokens_per_s": r.decode_rate(), "ttft_s": r.ttft(), "end_s": r.end,
                        "completion_tokens": r.completion_tokens, "text_events": r.text_times.len(),
-                       "token_sha": r.token_sha})
+                       "token_sha": r.token_sha, "drafted": r.drafts.map(|d| d.0), "accepted": r.drafts.map(|d| d.1)})
             })
             .collect();
         json!({
@@ -74,6 +80,7 @@ impl Row {
             "decode_tokens_per_s": self.rates().map(|s| s.json()), "ttft_s": self.ttfts().map(|s| s.json()),
             "itl_s": {"p50": percentile(&gaps, 50.0), "p90": percentile(&gaps, 90.0), "p99": percentile(&gaps, 99.0)},
             "token_sha": sha.as_ref().map(|s| &s.0), "token_sha_same_every_run": sha.as_ref().map(|s| s.1),
+            "drafted": self.drafts().map(|d| d.0), "accepted": self.drafts().map(|d| d.1),
             "runs": runs,
         })
     }
@@ -123,6 +130,10 @@ pub async fn run(a: DecodeArgs) -> anyhow::Result<()> {
             None => "unavailable (no `tensorfold` object)".to_string(),
             Some((s, true)) => format!("{}, same every run", short(&s)),
             Some((s, false)) => format!("{}, DIFFERS between runs", short(&s)),
+        };
+        let sha = match r.drafts() {
+            Some((d, acc)) => format!("{sha}; drafted {d}, accepted {acc}"),
+            None => sha,
         };
         println!(
             "{:<6} {:>7} {:>7} {:>22} {:>22} {:>8} {:>8} {:>8}  {sha}",
