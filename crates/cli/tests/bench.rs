@@ -219,7 +219,9 @@ fn each_bench_against_a_tiny_server() {
             "{p}"
         );
         assert_eq!(reqs[1]["request"], "#1 (code, temperature 0.7, seed 1001)");
+        assert!(p["accepted"].as_u64().unwrap() <= p["drafted"].as_u64().unwrap(), "{p}");
     }
+    assert_eq!(phases[1]["drafted"], 0, "the serial reference drafts nothing");
     let out = bench(&format!(
         "concurrent --url {url} --alone --concurrency 2 --requests 2 --max-tokens 2"
     ));

@@ -54,6 +54,12 @@ impl Phase {
         self.replies.iter().map(|r| r.completion_tokens).sum()
     }
 
+    /// Draft tokens proposed and kept over the pass, when every reply reported them.
+    fn drafts(&self) -> Option<(usize, usize)> {
+        let each: Option<Vec<(usize, usize)>> = self.replies.iter().map(|r| r.drafts).collect();
+        each.map(|v| v.iter().fold((0, 0), |(d, a), &(x, y)| (d + x, a + y)))
+    }
+
     fn latencies(&self) -> Vec<f64> {
         self.replies.iter().map(|r| r.end).collect()
     }
@@ -72,7 +78,8 @@ impl Phase {
             .zip(set)
             .map(|(r, q)| {
                 json!({"request": q.name, "latency_s": r.end, "ttft_s": r.ttft(),
-                       "completion_tokens": r.completion_tokens, "token_sha": r.token_sha})
+                       "completion_tokens": r.completion_tokens, "token_sha": r.token_sha,
+                       "drafted": r.drafts.map(|d| d.0), "accepted": r.drafts.map(|d| d.1)})
             })
             .collect();
         json!({
@@ -81,6 +88,7 @@ impl Phase {
             "latency_s": {"p50": percentile(&lat, 50.0), "p90": percentile(&lat, 90.0), "max": percentile(&lat, 100.0)},
             "ttft_s": {"p50": percentile(&ttft, 50.0), "p90": percentile(&ttft, 90.0), "max": percentile(&ttft, 100.0)},
             "token_sha_mismatches": mismatched.iter().map(|&i| &set[i].name).collect::<Vec<_>>(),
+            "drafted": self.drafts().map(|d| d.0), "accepted": self.drafts().map(|d| d.1),
             "requests": requests,
         })
     }
