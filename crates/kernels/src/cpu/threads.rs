@@ -1,8 +1,6 @@
 //! Splitting independent output items over the worker pool's threads; never splits a reduction.
 
-use std::sync::Mutex;
-
-use crate::gemm::run_parts;
+use crate::gemm::run_chunks;
 
 /// Calls `f(first_item, chunk)` for contiguous chunks of `out` (`item_len` values per item) on up to `threads` threads.
 pub fn par_chunks_mut<T: Send>(out: &mut [T], item_len: usize, threads: usize, f: impl Fn(usize, &mut [T]) + Sync) {
@@ -14,23 +12,9 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], item_len: usize, threads: usize, f
         return;
     }
     let per_thread = items.div_ceil(threads);
-    let chunks: Vec<Mutex<(usize, &mut [T])>> = out
-        .chunks_mut(per_thread * item_len)
-        .enumerate()
-        .map(|(t, c)| Mutex::new((t * per_thread, c)))
-        .collect();
-    let parts: Vec<Box<dyn Fn() + Sync + '_>> = chunks
-        .iter()
-        .map(|chunk| {
-            let f = &f;
-            Box::new(move || {
-                let mut guard = chunk.lock().expect("one part per chunk");
-                let (first, c) = &mut *guard;
-                f(*first, c)
-            }) as Box<dyn Fn() + Sync>
-        })
-        .collect();
-    run_parts(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>());
+    run_chunks(out.chunks_mut(per_thread * item_len).collect(), |t, c| {
+        f(t * per_thread, c)
+    });
 }
 
 #[cfg(test)]

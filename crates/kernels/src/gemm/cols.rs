@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use super::run_parts;
+use super::{run_chunks, run_parts};
 
 /// Calls `f(cols, view)` for contiguous column ranges (starts multiples of `align`) on up to `threads` threads; `view` is [rows, cols.len()].
 pub fn par_columns(
@@ -23,17 +23,7 @@ pub fn par_columns(
     let ranges: Vec<Range<usize>> = (0..n).step_by(per).map(|c| c..(c + per).min(n)).collect();
     if rows == 1 {
         // Each part owns its slice of the single output row.
-        let chunks: Vec<Mutex<&mut [f32]>> = out.chunks_mut(per).map(Mutex::new).collect();
-        let parts: Vec<Box<dyn Fn() + Sync + '_>> = ranges
-            .iter()
-            .zip(&chunks)
-            .map(|(cols, chunk)| {
-                let f = &f;
-                Box::new(move || f(cols.clone(), &mut chunk.lock().expect("one part per chunk")))
-                    as Box<dyn Fn() + Sync>
-            })
-            .collect();
-        run_parts(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>());
+        run_chunks(out.chunks_mut(per).collect(), |i, chunk| f(ranges[i].clone(), chunk));
         return;
     }
     let locals: Vec<Mutex<Vec<f32>>> = ranges.iter().map(|c| Mutex::new(vec![0f32; rows * c.len()])).collect();

@@ -9,7 +9,7 @@ mod tiles;
 pub(crate) mod x86;
 
 pub use cols::par_columns;
-pub use pool::run_parts;
+pub use pool::{run_chunks, run_parts};
 pub(crate) use tiles::{BlockWeights, GROUP, PAIRS, Problem, row_panel, run_pairs};
 
 use crate::cpu::SimdPath;

@@ -119,6 +119,20 @@ pub fn run_parts(parts: &[&(dyn Fn() + Sync)]) {
     }
 }
 
+/// Runs `f(i, chunk)` for every chunk, the first on the calling thread and the rest on pool workers.
+pub fn run_chunks<T: Send>(chunks: Vec<&mut [T]>, f: impl Fn(usize, &mut [T]) + Sync) {
+    let chunks: Vec<Mutex<&mut [T]>> = chunks.into_iter().map(Mutex::new).collect();
+    let parts: Vec<Box<dyn Fn() + Sync + '_>> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let f = &f;
+            Box::new(move || f(i, &mut chunk.lock().expect("one part per chunk"))) as Box<dyn Fn() + Sync>
+        })
+        .collect();
+    run_parts(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
