@@ -155,13 +155,17 @@ pub fn logprobs(logits: &[f32], chosen: u32, top: usize) -> TokenLogprobs {
     let sum: f64 = logits.iter().map(|&l| term(l)).sum();
     let lse = if sum > 0.0 { max + ln_f64(sum) } else { f64::INFINITY };
     let lp = |id: u32| (clean(logits[id as usize]) - lse) as f32;
-    let mut best: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = top.min(logits.len());
+    let mut best: Vec<u32> = if k == 0 {
+        Vec::new()
+    } else {
+        (0..logits.len() as u32).collect()
+    };
     let order = |a: &u32, b: &u32| {
         clean(logits[*b as usize])
             .total_cmp(&clean(logits[*a as usize]))
             .then(a.cmp(b))
     };
-    let k = top.min(best.len());
     if k > 0 && k < best.len() {
         best.select_nth_unstable_by(k - 1, order);
     }
