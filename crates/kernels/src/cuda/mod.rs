@@ -1,5 +1,6 @@
 //! The CUDA backend: NVRTC-compiled kernels (cached on disk), device buffers and launches, through cudarc with dynamic loading.
 
+mod args;
 mod compile;
 mod device;
 mod libs;
@@ -8,7 +9,8 @@ pub use libs::nvrtc as nvrtc_available;
 pub mod limits;
 
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
-pub use device::{DeviceOut, Gpu, gpu};
+pub use args::{In, Out, PushIn, Staged, StagedOut};
+pub use device::{DeviceOut, Gpu, Guarded, gpu};
 
 use std::fmt;
 
