@@ -57,22 +57,23 @@ pub fn compress_cuda<'a>(
         ));
     }
     let num_tokens = kv.len() / width;
-    if token_idx.host().is_some_and(|t| t.iter().any(|&t| t >= num_tokens as i32)) {
+    if token_idx
+        .host()
+        .is_some_and(|t| t.iter().any(|&t| t >= num_tokens as i32))
+    {
         return Err(format!(
             "compress on CUDA: a token index is past the {num_tokens} table rows"
         ));
     }
-    if token_idx.host().is_some_and(|t| t.chunks(slots).any(|row| row.iter().all(|&t| t < 0))) {
+    if token_idx
+        .host()
+        .is_some_and(|t| t.chunks(slots).any(|row| row.iter().all(|&t| t < 0)))
+    {
         return Err("compress on CUDA: a row has no token: give every entry at least one slot".into());
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "compress", faults)?;
-    let (kd, gd, ad, td) = (
-        gpu.stage(kv)?,
-        gpu.stage(gate)?,
-        gpu.stage(ape)?,
-        gpu.stage(token_idx)?,
-    );
+    let (kd, gd, ad, td) = (gpu.stage(kv)?, gpu.stage(gate)?, gpu.stage(ape)?, gpu.stage(token_idx)?);
     let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();

@@ -4,13 +4,15 @@ mod args;
 mod compile;
 mod device;
 mod libs;
+mod resident;
 
 pub use libs::nvrtc as nvrtc_available;
 pub mod limits;
 
-pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
 pub use args::{In, Out, PushIn, Staged, StagedOut};
+pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
 pub use device::{DeviceOut, Gpu, Guarded, gpu};
+pub use resident::Resident;
 
 use std::fmt;
 

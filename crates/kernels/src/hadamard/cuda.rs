@@ -22,7 +22,13 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// Walsh-Hadamard transform of every `n`-value segment of `x`, scaled by `n^-0.5`, into `out` on the GPU.
-pub fn hadamard_cuda<'a>(launch: &CudaLaunch, x: impl Into<In<'a, f32>>, n: usize, out: impl Into<Out<'a, f32>>, faults: Faults) -> Result<(), String> {
+pub fn hadamard_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    n: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
     let x = x.into();
     let out = out.into();
     if !n.is_power_of_two() || n > MAX_N {

@@ -53,7 +53,12 @@ pub fn hc_split_sinkhorn_cuda<'a>(
         let (mut pv, mut qv, mut cv) = (pd.view(), qd.view(), cd.view());
         let (r, h, it) = (rows as i32, hc as i32, iters as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.input(&md).input(&sd).input(&bd).arg(&mut pv).arg(&mut qv).arg(&mut cv);
+        b.input(&md)
+            .input(&sd)
+            .input(&bd)
+            .arg(&mut pv)
+            .arg(&mut qv)
+            .arg(&mut cv);
         b.arg(&r).arg(&h).arg(&it).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; pre and post hold `rows * hc`, comb `rows * hc * hc` values.
         cuda::launched("hc_split_sinkhorn", unsafe { b.launch(launch.config(rows)) })?;

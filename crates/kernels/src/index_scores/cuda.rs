@@ -62,12 +62,7 @@ pub fn index_scores_cuda<'a>(
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_scores", faults)?;
-    let (qd, wd, rd, kd) = (
-        gpu.stage(q)?,
-        gpu.stage(w)?,
-        gpu.stage(key_range)?,
-        gpu.stage(keys)?,
-    );
+    let (qd, wd, rd, kd) = (gpu.stage(q)?, gpu.stage(w)?, gpu.stage(key_range)?, gpu.stage(keys)?);
     let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();

@@ -40,7 +40,10 @@ pub fn index_topk_cuda<'a>(
             "index_topk on CUDA: scores must be whole rows of fewer than 2^31 columns and the output [{rows}, {top_k}]"
         ));
     }
-    if num_visible.host().is_some_and(|n| n.iter().any(|&v| v < 0 || v as usize > cols)) {
+    if num_visible
+        .host()
+        .is_some_and(|n| n.iter().any(|&v| v < 0 || v as usize > cols))
+    {
         return Err(format!("index_topk on CUDA: a visible count is outside 0..={cols}"));
     }
     let gpu = cuda::gpu()?;

@@ -53,7 +53,10 @@ pub fn sparse_attn_cuda<'a>(
             "sparse_attn on CUDA: idx must be whole rows and kv whole entries of {hd}"
         ));
     }
-    if idx.host().is_some_and(|i| i.iter().any(|&e| e < -1 || e >= num_entries as i32)) {
+    if idx
+        .host()
+        .is_some_and(|i| i.iter().any(|&e| e < -1 || e >= num_entries as i32))
+    {
         return Err(format!(
             "sparse_attn on CUDA: an entry index is outside -1..{num_entries}"
         ));

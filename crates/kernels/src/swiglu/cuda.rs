@@ -42,7 +42,13 @@ pub fn swiglu_cuda<'a>(
         let mut hv = h.view();
         let (r, n) = (rows as i32, inter as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.input(&gd).input(&ud).input(&wd).arg(&mut hv).arg(&r).arg(&n).arg(&limit);
+        b.input(&gd)
+            .input(&ud)
+            .input(&wd)
+            .arg(&mut hv)
+            .arg(&r)
+            .arg(&n)
+            .arg(&limit);
         // SAFETY: the arguments match the kernel's signature; gate, up and out hold `rows * inter` values.
         cuda::launched("swiglu", unsafe { b.launch(launch.config(rows)) })?;
     }
