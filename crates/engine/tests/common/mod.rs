@@ -38,7 +38,7 @@ pub fn engine(cfg: EngineConfig, threads: usize) -> Engine {
         threads,
         ..CpuLaunch::serial()
     };
-    Engine::new(Box::new(Dsv4Runner { model: model(), launch }), cfg)
+    Engine::new(Box::new(Dsv4Runner::new(model(), launch)), cfg)
 }
 
 /// Everything a request's sink saw, in order.

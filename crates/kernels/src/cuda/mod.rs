@@ -11,7 +11,7 @@ pub mod limits;
 
 pub use args::{In, Out, PushIn, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
-pub use device::{DeviceOut, Gpu, Guarded, gpu};
+pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
 pub use resident::Resident;
 
 use std::fmt;

@@ -19,12 +19,65 @@ pub struct CudaDevice {
 }
 
 impl CudaDevice {
-    /// The process GPU, or why CUDA is unavailable.
-    pub fn open() -> Result<CudaDevice, String> {
+    /// CUDA device `ordinal`, or why CUDA is unavailable.
+    pub fn open(ordinal: usize) -> Result<CudaDevice, String> {
         Ok(CudaDevice {
-            gpu: cuda::gpu()?,
+            gpu: cuda::select(ordinal)?,
             resident: Resident::default(),
         })
+    }
+}
+
+/// What `--device` asks for: `cpu`, `cuda` (device 0) or `cuda:N`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceSpec {
+    #[default]
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<DeviceSpec, String> {
+        match s.trim() {
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceSpec::Cuda)
+                .ok_or_else(|| format!("unknown device `{other}`: use cpu, cuda or cuda:N (N a device number)")),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Cpu => write!(f, "cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl DeviceSpec {
+    /// Opens the device; the CPU serves with `threads` threads; a GPU that cannot be used says why and what to do.
+    pub fn open(self, threads: usize) -> Result<Device, String> {
+        match self {
+            DeviceSpec::Cpu => Ok(Device::Cpu(CpuLaunch::serving(threads.max(1)))),
+            DeviceSpec::Cuda(n) => CudaDevice::open(n)
+                .map(|c| Device::Cuda(Arc::new(c)))
+                .map_err(|why| format!("--device {self}: CUDA is unavailable: {why}; run with --device cpu")),
+        }
+    }
+
+    /// A one-line description of an opened device.
+    pub fn describe(device: &Device) -> String {
+        match device {
+            Device::Cpu(l) => format!("cpu ({} threads)", l.threads),
+            Device::Cuda(c) => format!("cuda:{} ({}, sm_{})", c.gpu.ordinal, c.gpu.name, c.gpu.arch),
+        }
     }
 }
 
