@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use tensorfold_engine::pool::BLOCK_TOKENS;
 use tensorfold_engine::runner::Dsv4Runner;
-use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
+use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_model::dsv4::load_model;
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::Tokenizer;

@@ -45,11 +45,16 @@ pub fn gpu() -> Result<&'static Gpu, String> {
 pub fn select(ordinal: usize) -> Result<&'static Gpu, String> {
     let chosen = *SELECTED.get_or_init(|| ordinal);
     if chosen != ordinal {
-        return Err(format!("CUDA device {chosen} is already in use by this process; one process drives one GPU"));
+        return Err(format!(
+            "CUDA device {chosen} is already in use by this process; one process drives one GPU"
+        ));
     }
     let gpu = gpu()?;
     if gpu.ordinal != ordinal {
-        return Err(format!("CUDA device {} is already in use by this process; one process drives one GPU", gpu.ordinal));
+        return Err(format!(
+            "CUDA device {} is already in use by this process; one process drives one GPU",
+            gpu.ordinal
+        ));
     }
     Ok(gpu)
 }
