@@ -38,8 +38,8 @@ pub mod moe_join;
 pub mod router;
 // group D: compressor, indexer, attention
 pub mod candidate_pool;
-pub mod dspark_markov;
 pub mod compress;
+pub mod dspark_markov;
 pub mod index_scores;
 pub mod index_topk;
 pub mod sparse_attn;

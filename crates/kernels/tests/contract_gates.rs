@@ -163,7 +163,10 @@ fn dsv41_run_covers_every_v41_kernel_with_every_control_red() {
         "hc_pre",
         "compress",
     ] {
-        assert!(report.contains(&format!("cpu {name} rows=")), "{name} is not in the dsv41 run");
+        assert!(
+            report.contains(&format!("cpu {name} rows=")),
+            "{name} is not in the dsv41 run"
+        );
     }
     assert_eq!((s.pass, s.red), (s.kernels, s.controls));
     assert!(s.controls >= 2 * s.kernels);

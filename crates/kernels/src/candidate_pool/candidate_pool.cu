@@ -1,4 +1,4 @@
-// candidate_pool: one block per query row; each thread ranks keys (block max, lower block first) of its blocks into shared memory, then every block counts the keys above it, and the chosen blocks find their ascending slot.
+// candidate_pool: one block per query row; warp 0 ranks keys (block max, lower block first) into shared memory, then every thread counts the keys above its blocks, and the chosen blocks find their ascending slot.
 #define MAX_BLOCKS 4096
 
 // The CPU's rank_key: an order-preserving u32 of the score over an inverted block index (lower blocks win ties).
@@ -20,7 +20,7 @@ extern "C" __global__ void candidate_pool(const float* scores, const i32* num_vi
             for (int i = threadIdx.x; i < top_blocks; i += blockDim.x) y[i] = i < nb ? i : -1;
         } else {
             const float* s = scores + (size_t)r * cols;
-            for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+            for (int b = threadIdx.x; b < nb && threadIdx.x < 32; b += 32) {
                 float m = -__int_as_float(0x7f800000);
                 for (int j = b * block_size; j < min(visible, (b + 1) * block_size); ++j) m = fmaxf(m, s[j]);
                 u64 k = pool_key(m, b);

@@ -1,4 +1,4 @@
-//! CUDA `candidate_pool`: one block per query row, block keys in shared memory, a rank count per block, the chosen blocks written in ascending order.
+//! CUDA `candidate_pool`: one block per query row, block keys from warp 0 in shared memory, a rank count per block, the chosen blocks written in ascending order.
 
 use cudarc::driver::PushKernelArg;
 
@@ -36,7 +36,11 @@ pub fn candidate_pool_cuda(
         return Ok(());
     }
     let cols = scores.len() / rows;
-    let most = num_visible.iter().map(|&v| (v.max(0) as usize).min(cols)).max().unwrap_or(0);
+    let most = num_visible
+        .iter()
+        .map(|&v| (v.max(0) as usize).min(cols))
+        .max()
+        .unwrap_or(0);
     if block_size == 0 || most.div_ceil(block_size) > MAX_BLOCKS {
         return Err(format!(
             "candidate_pool on CUDA: at most {MAX_BLOCKS} blocks of a positive block size per row"

@@ -54,7 +54,7 @@ impl Kernel for DsparkMarkov {
 
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
         let (vocab, rank) = (case.get("vocab"), case.get("rank"));
-        let mut table = |rng: &mut Rng| -> Vec<u8> {
+        let table = |rng: &mut Rng| -> Vec<u8> {
             (0..vocab * rank)
                 .flat_map(|_| bf16::f32_to_bf16(0.06 * rng.normal()).to_le_bytes())
                 .collect()

@@ -35,8 +35,10 @@ pub fn engram_gate_cuda(
     out: &mut [f32],
     faults: Faults,
 ) -> Result<(), String> {
-    if hc == 0 || hc > MAX_HC || q_weight.len() % hc != 0 || q_weight.is_empty() {
-        return Err(format!("engram_gate on CUDA: hc {hc} outside 1..={MAX_HC} or weights not [hc, dim]"));
+    if hc == 0 || hc > MAX_HC || !q_weight.len().is_multiple_of(hc) || q_weight.is_empty() {
+        return Err(format!(
+            "engram_gate on CUDA: hc {hc} outside 1..={MAX_HC} or weights not [hc, dim]"
+        ));
     }
     let dim = q_weight.len() / hc;
     let gpu = cuda::gpu()?;
@@ -49,7 +51,16 @@ pub fn engram_gate_cuda(
         let mut yv = y.view();
         let (r, h, d, e) = (rows as i32, hc as i32, dim as i32, eps as f64);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&kd).arg(&vd).arg(&qd).arg(&wd).arg(&mut yv).arg(&r).arg(&h).arg(&d).arg(&e);
+        b.arg(&xd)
+            .arg(&kd)
+            .arg(&vd)
+            .arg(&qd)
+            .arg(&wd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&h)
+            .arg(&d)
+            .arg(&e);
         // SAFETY: the arguments match the kernel's signature; x, keys and out hold `rows * hc * dim`, v `rows * dim` values.
         cuda::launched("engram_gate", unsafe { b.launch(launch.config(rows)) })?;
     }

@@ -54,7 +54,14 @@ pub fn engram_hash_cuda(
         let mut yv = y.view();
         let (r, n, h) = (rows as i32, max_ngram as i32, n_heads as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&td).arg(&md).arg(&pd).arg(&od).arg(&mut yv).arg(&r).arg(&n).arg(&h);
+        b.arg(&td)
+            .arg(&md)
+            .arg(&pd)
+            .arg(&od)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&n)
+            .arg(&h);
         // SAFETY: the arguments match the kernel's signature; tokens hold `rows * max_ngram`, out `rows * heads` values.
         cuda::launched("engram_hash", unsafe { b.launch(launch.config(rows)) })?;
     }

@@ -46,7 +46,14 @@ pub fn engram_lookup_cuda(
         let mut yv = y.view();
         let (r, h, d, t) = (rows as i32, heads as i32, dim as i32, (table.len() / dim) as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&td).arg(&sd).arg(&idd).arg(&mut yv).arg(&r).arg(&h).arg(&d).arg(&t);
+        b.arg(&td)
+            .arg(&sd)
+            .arg(&idd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&h)
+            .arg(&d)
+            .arg(&t);
         // SAFETY: the arguments match the kernel's signature; ids outside the table are never dereferenced.
         cuda::launched("engram_lookup", unsafe { b.launch(launch.config(rows)) })?;
     }
