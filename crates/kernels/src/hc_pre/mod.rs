@@ -1,6 +1,4 @@
-//! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i`.
-//!
-//! DeepSeek V4.1's lagged collapse is this kernel unchanged: its `pre` is the previous sublayer's pre-mix (one-hot on stream 0 at layer 0, the last layer's for the final collapse).
+//! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i` (also V4.1's lagged collapse, `pre` the previous sublayer's pre-mix).
 
 pub(crate) mod cpu;
 mod cuda;
