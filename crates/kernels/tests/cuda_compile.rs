@@ -64,3 +64,25 @@ fn the_compressor_indexer_and_attention_kernels_have_a_cuda_side_with_a_race_con
         }
     }
 }
+
+#[test]
+fn every_dsv41_kernel_has_a_cuda_side_with_a_race_control() {
+    let v41: Vec<_> = registry::all()
+        .into_iter()
+        .filter(|k| k.family() == "dsv41" || k.also_in().contains(&"dsv41"))
+        .collect();
+    assert!(v41.len() >= 8, "{} dsv41 kernels", v41.len());
+    for kernel in v41 {
+        let name = kernel.name();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert_eq!(k.name, name);
+        assert!(k.controls.len() >= 2 && k.controls.contains(&"race_no_sync"), "{name}");
+        assert_eq!(kernel.launches(Backend::Cuda).len(), k.records.len(), "{name}");
+        for control in k.controls {
+            assert!(
+                k.source.contains(&format!("TF_FAULT_{control}")),
+                "{name}: {control} is not planted"
+            );
+        }
+    }
+}
