@@ -46,7 +46,11 @@ fn bytes_per_token(model: &Dsv4Model) -> (f64, f64) {
             if spec.name.contains(".ffn.gate.tid2eid") {
                 continue;
             }
-            layers += if spec.name.contains(".ffn.experts.") { b * share } else { b };
+            layers += if spec.name.contains(".ffn.experts.") {
+                b * share
+            } else {
+                b
+            };
         } else if spec.name.starts_with("head.") || spec.name.starts_with("hc_head") || spec.name.starts_with("norm.") {
             head += b;
         }
@@ -61,15 +65,20 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
         keep_layers: false,
         logit_rows: Some(vec![tokens.len() - 1]),
     };
-    model.forward_with(&b, cache, device.clone(), &opts).map_err(|e| anyhow!(e))?;
+    model
+        .forward_with(&b, cache, device.clone(), &opts)
+        .map_err(|e| anyhow!(e))?;
     Ok(())
 }
 
 pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
-    let model = load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
+    let model =
+        load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
     let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
     let c = &model.config;
-    let prompt: Vec<u32> = (0..args.prompt_tokens.max(1)).map(|i| (i * 7919 % c.vocab_size) as u32).collect();
+    let prompt: Vec<u32> = (0..args.prompt_tokens.max(1))
+        .map(|i| (i * 7919 % c.vocab_size) as u32)
+        .collect();
     let mut cache = Dsv4Cache::default();
     let t = Instant::now();
     step(&model, &mut cache, &device, 0, &prompt)?;
