@@ -94,7 +94,7 @@ def main():
             grid = min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
-                s = torch.full(((n + 127) // 128) * ((k + 127) // 128),  120, dtype=torch.uint8, device="cuda")
+                s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
                 run = lambda: launch(fp8["fp8_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
                 run()

@@ -119,8 +119,16 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[i][j][e] = part[i][j][e] = 0.0f;
         TfStage st;
+        // Stage s reads K stage order(s); ascending always (the planted control reverses it in small tiles).
+        auto order = [&](int s) {
+#ifdef TF_FAULT_order_by_tile
+            if (m <= 16) return stages - 1 - s;
+#endif
+            return s;
+        };
         // Global loads of stage s into registers (zeros outside the matrices).
         auto load = [&](int s) {
+            s = order(s);
             int k0 = s * MMA_BK, gm = m0 + ar, gk = k0 + ac;
             const float* qr = q + (size_t)gm * q_stride;
             if (gm < m && avec && gk + 8 <= kend) {
@@ -149,6 +157,8 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                         st.w[j] = word;
                     }
                 }
+                int gs = min(n0 + tid, n - 1);
+                st.s = tid < MMA_BN ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gs) / 128) * nblk + s / 4]) : 0.0f;
             } else if constexpr (FMT == MMA_FP4) {
                 if (gn < n) {
                     uint2 v = *(const uint2*)(w8 + (size_t)gn * (k / 2) + k0 / 2 + bc / 2);
@@ -204,8 +214,8 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                 } else {
 #pragma unroll
                     for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((st.w[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
-                    if (tid < MMA_BN) ss[tid] = st.s;
                 }
+                if (tid < MMA_BN) ss[tid] = st.s;
                 *(uint4*)&bs[bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
                 *(uint4*)&bs[bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
             }
@@ -220,9 +230,6 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
             for (int step = 0; step < 2; ++step) {
                 int kk = 16 * step;
-#ifdef TF_FAULT_order_by_tile
-                if (m <= 16) kk = 16 - kk;
-#endif
                 u32 b[4][2];
 #pragma unroll
                 for (int p = 0; p < 2; ++p) {
@@ -249,7 +256,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
             // The partial's scaled add: per 128-block (FP8), per 32-block (FP4), per stage (BF16); then a fresh partial.
             bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
             if (close) {
-                int kb = FMT == MMA_FP4 ? s / 4 : s * MMA_BK / 128;
+                int kb = order(s) / 4;
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -264,11 +271,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                             for (int c = 0; c < 2; ++c) {
                                 int ln = wn * 32 + ni * 8 + 2 * t4 + c;
-                                float sw = 1.0f;
-                                if (FMT == MMA_FP8)
-                                    sw = tf_e8m0_to_f32(w_scale[(size_t)((col0 + min(n0 + ln, n - 1)) / 128) * nblk + kb]);
-                                else if (FMT == MMA_FP4)
-                                    sw = ss[ln];
+                                float sw = FMT == MMA_BF16 ? 1.0f : ss[ln];
                                 float* p = &part[mi][ni][2 * h + c];
                                 acc[mi][ni][2 * h + c] = FMT == MMA_BF16 ? acc[mi][ni][2 * h + c] + *p
                                                                          : fmaf(*p, sa * sw, acc[mi][ni][2 * h + c]);

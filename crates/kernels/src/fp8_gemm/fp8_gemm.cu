@@ -35,7 +35,7 @@ extern "C" __global__ void fp8_gemm_quant(const float* x, float* q, float* q_sca
     tf_fp8_quant_rows(x, q, q_scale, rows, k);
 }
 
-extern "C" __global__ void __launch_bounds__(256) fp8_gemm(const float* q, const float* q_scale, const u8* w, const u8* w_scale,
+extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm(const float* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                           float* y, int m, int n, int k) {
     tf_fp8_tiles(q, k, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
