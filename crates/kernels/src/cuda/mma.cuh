@@ -83,9 +83,11 @@ template <int FMT>
 __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const float* q_scale, int qs_stride, const void* wv,
                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     constexpr int PIECES = FMT == MMA_BF16 ? 3 : 1;
-    __shared__ __align__(16) u16 as[PIECES][MMA_BM * MMA_LD];
-    __shared__ __align__(16) u16 bs[MMA_BN * MMA_LD];
-    __shared__ float ss[MMA_BN];
+    // Two stage buffers where they fit in 48 KiB of static shared memory (one barrier a stage), else one (two barriers).
+    constexpr int BUFS = FMT == MMA_BF16 ? 1 : 2;
+    __shared__ __align__(16) u16 as[BUFS][PIECES][MMA_BM * MMA_LD];
+    __shared__ __align__(16) u16 bs[BUFS][MMA_BN * MMA_LD];
+    __shared__ float ss[BUFS][MMA_BN];
     const u8* w8 = (const u8*)wv;
     const u16* w16 = (const u16*)wv;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -185,7 +187,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
             }
         };
         // Registers to shared memory, converted to the MMA's input type.
-        auto store = [&]() {
+        auto store = [&](int buf) {
             if constexpr (FMT == MMA_BF16) {
                 u32 hi[4], mid[4], lo[4];
 #pragma unroll
@@ -196,13 +198,13 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                     mid[j] = tf_bf16x2(r0, r1);
                     lo[j] = tf_bf16x2(r0 - tf_bf16_lo(mid[j]), r1 - tf_bf16_hi(mid[j]));
                 }
-                *(uint4*)&as[0][ar * MMA_LD + ac] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-                *(uint4*)&as[PIECES - 2][ar * MMA_LD + ac] = make_uint4(mid[0], mid[1], mid[2], mid[3]);
-                *(uint4*)&as[PIECES - 1][ar * MMA_LD + ac] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-                *(uint4*)&bs[bn * MMA_LD + bc] = make_uint4(st.w[0], st.w[1], st.w[2], st.w[3]);
-                *(uint4*)&bs[bn * MMA_LD + bc + 8] = make_uint4(st.w[4], st.w[5], st.w[6], st.w[7]);
+                *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                *(uint4*)&as[buf][PIECES - 2][ar * MMA_LD + ac] = make_uint4(mid[0], mid[1], mid[2], mid[3]);
+                *(uint4*)&as[buf][PIECES - 1][ar * MMA_LD + ac] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+                *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(st.w[0], st.w[1], st.w[2], st.w[3]);
+                *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(st.w[4], st.w[5], st.w[6], st.w[7]);
             } else {
-                *(uint4*)&as[0][ar * MMA_LD + ac] = make_uint4(tf_f16x2(st.a[0], st.a[1]), tf_f16x2(st.a[2], st.a[3]),
+                *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(tf_f16x2(st.a[0], st.a[1]), tf_f16x2(st.a[2], st.a[3]),
                                                                tf_f16x2(st.a[4], st.a[5]), tf_f16x2(st.a[6], st.a[7]));
                 u32 h[8];
                 if constexpr (FMT == MMA_FP8) {
@@ -215,17 +217,18 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                     for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((st.w[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
                 }
-                if (tid < MMA_BN) ss[tid] = st.s;
-                *(uint4*)&bs[bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
-                *(uint4*)&bs[bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
+                if (tid < MMA_BN) ss[buf][tid] = st.s;
+                *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
+                *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
             }
         };
         if (stages > 0) {
             load(0);
-            store();
+            store(0);
             __syncthreads();
         }
         for (int s = 0; s < stages; ++s) {
+            int cur = s % BUFS;
             if (s + 1 < stages) load(s + 1);
 #pragma unroll
             for (int step = 0; step < 2; ++step) {
@@ -234,7 +237,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                 for (int p = 0; p < 2; ++p) {
                     u32 r[4];
-                    tf_ldmatrix_x4(r, &bs[(wn * 32 + p * 16 + lane % 8 + 8 * (lane / 16)) * MMA_LD + kk + 8 * ((lane / 8) % 2)]);
+                    tf_ldmatrix_x4(r, &bs[cur][(wn * 32 + p * 16 + lane % 8 + 8 * (lane / 16)) * MMA_LD + kk + 8 * ((lane / 8) % 2)]);
                     b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
                 }
 #pragma unroll
@@ -242,7 +245,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                     for (int mi = 0; mi < 2; ++mi) {
                         u32 a[4];
-                        tf_ldmatrix_x4(a, &as[piece][(wm * 32 + mi * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * MMA_LD + kk + 8 * (lane / 16)]);
+                        tf_ldmatrix_x4(a, &as[cur][piece][(wm * 32 + mi * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * MMA_LD + kk + 8 * (lane / 16)]);
 #pragma unroll
                         for (int ni = 0; ni < 4; ++ni) {
                             if (FMT == MMA_BF16)
@@ -271,7 +274,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                             for (int c = 0; c < 2; ++c) {
                                 int ln = wn * 32 + ni * 8 + 2 * t4 + c;
-                                float sw = FMT == MMA_BF16 ? 1.0f : ss[ln];
+                                float sw = FMT == MMA_BF16 ? 1.0f : ss[cur][ln];
                                 float* p = &part[mi][ni][2 * h + c];
                                 acc[mi][ni][2 * h + c] = FMT == MMA_BF16 ? acc[mi][ni][2 * h + c] + *p
                                                                          : fmaf(*p, sa * sw, acc[mi][ni][2 * h + c]);
@@ -280,14 +283,12 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                     }
             }
 #ifndef TF_FAULT_race_no_sync
+            if (BUFS == 1) __syncthreads();
+#endif
+            if (s + 1 < stages) store((s + 1) % BUFS);
+#ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
-            if (s + 1 < stages) {
-                store();
-#ifndef TF_FAULT_race_no_sync
-                __syncthreads();
-#endif
-            }
         }
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
