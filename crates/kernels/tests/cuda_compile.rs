@@ -83,6 +83,28 @@ fn every_dsv4_kernel_has_a_cuda_side_with_a_race_control() {
 }
 
 #[test]
+fn every_dsv41_kernel_has_a_cuda_side_with_a_race_control() {
+    let v41: Vec<_> = registry::all()
+        .into_iter()
+        .filter(|k| k.family() == "dsv41" || k.also_in().contains(&"dsv41"))
+        .collect();
+    assert!(v41.len() >= 8, "{} dsv41 kernels", v41.len());
+    for kernel in v41 {
+        let name = kernel.name();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert_eq!(k.name, name);
+        assert!(k.controls.len() >= 2 && k.controls.contains(&"race_no_sync"), "{name}");
+        assert_eq!(kernel.launches(Backend::Cuda).len(), k.records.len(), "{name}");
+        for control in k.controls {
+            assert!(
+                k.source.contains(&format!("TF_FAULT_{control}")),
+                "{name}: {control} is not planted"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_quantised_and_bf16_gemms_run_on_tensor_cores() {
     for name in ["fp8_gemm", "mxfp4_gemm", "bf16_gemm", "grouped_proj"] {
         let kernel = registry::all().into_iter().find(|k| k.name() == name).unwrap();
