@@ -1,6 +1,4 @@
-// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators) shared by fp8_gemm, grouped_proj, mxfp4_gemm and bf16_gemm.
-// Every output element is one fixed chain: K in 32-wide stages ascending, two k16 MMAs a stage into a per-scale-block partial,
-// then one scaled add into the accumulator, so its bits depend on neither M, the tile it shares, nor the grid.
+// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators) for fp8_gemm, grouped_proj, mxfp4_gemm and bf16_gemm: each output element is one fixed chain (32-wide K stages ascending, MMAs into a per-scale-block partial, one scaled add), so its bits depend on neither M, its tile nor the grid.
 #define MMA_BM 64
 #define MMA_BN 128
 #define MMA_BK 32
@@ -76,9 +74,7 @@ struct TfStage {
     float s;
 };
 
-// Tiles of y[:, 0..n] (row stride y_stride) from activation rows q (row stride q_stride; FP8/FP4: e4m3 grid values with one
-// scale a 128 in q_scale, row stride qs_stride; BF16: raw f32) and weight rows w[0..n]: FP8 e4m3 [n, k] with the 128x128 grid
-// of weight row col0 + c in w_scale; FP4 e2m1 [n, k/2] with e8m0 [n, k/32]; BF16 [n, k]. 256 threads: 2 x 4 warps of 32 x 32.
+// Tiles of y[:, 0..n] (row stride y_stride) from rows q (FP8/FP4: e4m3 grid values, a scale a 128 in q_scale; BF16: raw f32) and weights w[0..n] (FP8 e4m3 [n, k], 128x128 grid rows from col0; FP4 e2m1 [n, k/2], e8m0 [n, k/32]; BF16 [n, k]); 256 threads as 2 x 4 warps of 32 x 32.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const float* q_scale, int qs_stride, const void* wv,
                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
