@@ -7,12 +7,10 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use tensorfold_engine::runner::Dsv4Runner;
+use tensorfold_engine::runner::load_runner;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
 use tensorfold_kernels::cpu::CpuLaunch;
-use tensorfold_model::dsv4::load_model;
-use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::{TextStream, Tokenizer};
 
 use crate::default_model;
@@ -85,8 +83,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => default_model::dir()?,
     };
-    let model = load_model(&dir, Semantics::official()).with_context(|| format!("loading {}", dir.display()))?;
-    let tok = Tokenizer::load(&dir, model.config.bos_token_id, model.config.eos_token_id)?;
+    let launch = CpuLaunch::serving(args.threads);
+    let loaded = load_runner(&dir, launch)
+        .map_err(|e| anyhow!(e))
+        .with_context(|| format!("loading {}", dir.display()))?;
+    let tok = Tokenizer::load(&dir, loaded.bos_token_id, loaded.eos_token_id)?;
     let text = if args.chat {
         format!("<｜User｜>{}<｜Assistant｜></think>", args.prompt)
     } else {
@@ -109,7 +110,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         ignore_eos: args.ignore_eos,
         ..Default::default()
     };
-    let launch = CpuLaunch::serving(args.threads);
     let drafts = if args.no_drafts {
         DraftConfig::off()
     } else {
@@ -122,7 +122,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         drafts,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), cfg);
+    let mut engine = Engine::new(loaded.runner, cfg);
     let tok = Arc::new(tok);
     let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let progress: Arc<Mutex<Progress>> = Arc::default();

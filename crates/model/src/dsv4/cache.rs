@@ -23,8 +23,6 @@ pub trait CacheGeometry {
     fn owns_index_keys(&self, layer_idx: usize) -> bool;
     /// Whether those keys come from a compressor of their own (V4's indexer) rather than from the KV entries.
     fn has_index_compressor(&self, layer_idx: usize) -> bool;
-    /// Whether each sequence keeps its token ids (for look-backs such as Engram's n-grams).
-    fn keeps_tokens(&self) -> bool;
 }
 
 impl CacheGeometry for Dsv4Config {
@@ -58,10 +56,6 @@ impl CacheGeometry for Dsv4Config {
 
     fn has_index_compressor(&self, layer_idx: usize) -> bool {
         self.compress_ratio(layer_idx) == 4
-    }
-
-    fn keeps_tokens(&self) -> bool {
-        false
     }
 }
 
@@ -149,7 +143,7 @@ pub struct SeqCache {
     pub mtp_stream: Vec<f32>, // [hc, D]
     /// Set while rows that may be rolled back run.
     pub mark: Option<Mark>,
-    /// The token ids of positions `0..len`, when the family keeps them.
+    /// The token ids of positions `0..len`, when the family looks back at them (V4.1's Engram n-grams).
     pub tokens: Vec<u32>,
 }
 

@@ -40,8 +40,4 @@ impl CacheGeometry for Dsv41TextConfig {
     fn has_index_compressor(&self, _layer_idx: usize) -> bool {
         false
     }
-
-    fn keeps_tokens(&self) -> bool {
-        !self.engram_layer_ids.is_empty()
-    }
 }
