@@ -76,10 +76,9 @@ pub struct Moe {
 pub struct Engram {
     pub embed: MappedBytes,       // FP8 e4m3 [rows, engram_head_dim]
     pub embed_scale: MappedBytes, // e8m0 [rows, engram_head_dim / 32]
-    pub num_rows: usize,
-    pub q_weight: Vec<f32>, // [hc, D]
-    pub k_weight: Vec<f32>, // [hc, D]
-    pub wkv: Dense,         // [(hc + 1) * D, heads * engram_head_dim]
+    pub q_weight: Vec<f32>,       // [hc, D]
+    pub k_weight: Vec<f32>,       // [hc, D]
+    pub wkv: Dense,               // [(hc + 1) * D, heads * engram_head_dim]
 }
 
 /// One main block `layers.N`.
@@ -237,7 +236,6 @@ impl Reader<'_> {
         Engram {
             embed: self.bytes(&format!("{p}.embed.weight")),
             embed_scale: self.bytes(&format!("{p}.embed.scale")),
-            num_rows: self.shape(&format!("{p}.embed.weight"))[0],
             q_weight: self.f32s(&format!("{p}.q_weight")),
             k_weight: self.f32s(&format!("{p}.k_weight")),
             wkv: self.dense(&format!("{p}.wkv")),

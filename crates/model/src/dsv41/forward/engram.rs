@@ -1,8 +1,8 @@
 //! Engram before its blocks: n-gram hashes of the compressed token ids, FP8 table rows, the key/value projection and the per-stream gate.
 
-use tensorfold_formats::block_fp8::{self, Block as ScaleBlock, BlockScales};
 use tensorfold_kernels::engram_gate::engram_gate;
 use tensorfold_kernels::engram_hash::engram_hash;
+use tensorfold_kernels::engram_lookup::engram_lookup;
 
 use super::{Pass, linear};
 use crate::dsv4::cache::Dsv4Cache;
@@ -58,13 +58,7 @@ pub(crate) fn engram(pass: &Pass<'_>, layer_idx: usize, w: &Engram, grams: &[i32
     let mut ids = vec![0i32; rows * heads];
     engram_hash(grams, &tables.multipliers, &primes, c.engram_n_heads, &mut ids, l, f);
     let mut emb = vec![0f32; rows * heads * hd]; // [rows, heads * engram_head_dim]
-    for (&id, out) in ids.iter().zip(emb.chunks_mut(hd)) {
-        let r = id as usize;
-        let q_row = &w.embed[r * hd..(r + 1) * hd];
-        let scales = BlockScales::E8m0(&w.embed_scale);
-        block_fp8::dequantize_row_blocks(q_row, scales, ScaleBlock::ROW32, w.num_rows, r, out)
-            .expect("manifest-checked Engram table");
-    }
+    engram_lookup(&w.embed, &w.embed_scale, hd, &ids, &mut emb, l, f);
     let kv = linear::dense(pass, &emb, &w.wkv); // [rows, (hc + 1) * D]
     let width = (hc + 1) * d;
     let keys: Vec<f32> = kv.chunks(width).flat_map(|r| r[..hc * d].iter().copied()).collect(); // [rows, hc, D]
