@@ -10,7 +10,7 @@ pub const ACT_BLOCK: usize = 128;
 /// Where each value of a row sits in the decoded buffer, and the exact power-of-two prescale of values and scales.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Layout {
-    /// Elements per lane (even): element per_lane * l + q of a chunk goes to lane l of vector q; vectors 2t, 2t + 1 share words.
+    /// Elements per lane (even): element per_lane * l + q of a chunk is lane l of vector q; word halves: 2t high (a BF16 dot's first), 2t + 1 low.
     pub per_lane: usize,
     /// Every decoded value is multiplied by this power of two.
     pub value_factor: f32,
@@ -24,7 +24,7 @@ impl Layout {
         let chunk = 16 * self.per_lane;
         let j = i % chunk;
         let (l, q) = (j / self.per_lane, j % self.per_lane);
-        i - j + q / 2 * 32 + 2 * l + q % 2
+        i - j + q / 2 * 32 + 2 * l + 1 - q % 2
     }
 }
 
@@ -50,7 +50,6 @@ impl Fp8Rows {
         let mut values = vec![0u16; rows * stride];
         let mut scales = vec![0f32; rows * blocks];
         let mut codes = [0u8; ACT_BLOCK];
-        let m = layout.per_lane;
         let mut decoded = [0u16; ACT_BLOCK];
         for (r, row) in x.chunks_exact(k).enumerate() {
             let dst = &mut values[r * stride..][..stride];
@@ -62,12 +61,8 @@ impl Fp8Rows {
                     *d = ((e4m3::TABLE[c as usize] * layout.value_factor).to_bits() >> 16) as u16;
                 }
                 let out = &mut dst[b * ACT_BLOCK..][..ACT_BLOCK];
-                for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
-                    for (l, lane) in src.chunks(m).enumerate() {
-                        for (q, &v) in lane.iter().enumerate() {
-                            out[q / 2 * 32 + 2 * l + q % 2] = v;
-                        }
-                    }
+                for (i, &v) in decoded.iter().enumerate() {
+                    out[layout.position(i)] = v;
                 }
             }
         }
