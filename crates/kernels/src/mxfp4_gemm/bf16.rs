@@ -10,11 +10,11 @@ use super::x86::{CHUNK_BYTES, chunk_bytes, quarters4};
 use crate::gemm::{GROUP, PAIRS};
 
 /// `vpmultishiftqb` controls of step `s`: dword l's low word starts at nibble 2s + 1 of that dword, its high word at nibble 2s.
-const fn picks(s: usize) -> [u8; 64] {
+const fn picks(s: usize, swap: bool) -> [u8; 64] {
     let mut t = [0u8; 64];
     let mut b = 0;
     while b < 64 {
-        let nibble = if b % 4 < 2 { 2 * s + 1 } else { 2 * s };
+        let nibble = if (b % 4 < 2) != swap { 2 * s + 1 } else { 2 * s };
         t[b] = (32 * (b / 4 % 2) + 4 * nibble) as u8;
         b += 1;
     }
@@ -32,7 +32,8 @@ const fn words() -> [u16; 32] {
     t
 }
 
-static PICKS: [[u8; 64]; 4] = [picks(0), picks(1), picks(2), picks(3)];
+static PICKS: [[u8; 64]; 4] = [picks(0, false), picks(1, false), picks(2, false), picks(3, false)];
+static PICKS_SWAPPED: [[u8; 64]; 4] = [picks(0, true), picks(1, true), picks(2, true), picks(3, true)];
 static WORDS: [u16; 32] = words();
 
 /// The decode table and the four steps' nibble picks in registers.
@@ -42,16 +43,12 @@ struct Tables {
 }
 
 impl Tables {
-    /// The tables; `reverse` plants a summation order that runs the four steps backwards.
+    /// The tables; `swap` plants the classic bug of the layout (each word pair's halves read the wrong way round).
     #[target_feature(enable = "avx512f")]
-    fn new(reverse: bool) -> Tables {
+    fn new(swap: bool) -> Tables {
+        let rows = if swap { &PICKS_SWAPPED } else { &PICKS };
         // SAFETY: each load reads one 64-byte static row.
-        let at = |s: usize| unsafe { _mm512_loadu_si512(PICKS[s].as_ptr() as *const __m512i) };
-        let picks = if reverse {
-            [at(3), at(2), at(1), at(0)]
-        } else {
-            [at(0), at(1), at(2), at(3)]
-        };
+        let picks = [0, 1, 2, 3].map(|s| unsafe { _mm512_loadu_si512(rows[s].as_ptr() as *const __m512i) });
         Tables {
             // SAFETY: 32 words are 64 bytes.
             words: unsafe { _mm512_loadu_si512(WORDS.as_ptr() as *const __m512i) },
@@ -63,14 +60,13 @@ impl Tables {
 /// One chunk's 16 lanes: lane l sums elements 8l..8l+7 in order (step s: the pair 8l + 2s, 8l + 2s + 1), as `x86::chunk16`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
-unsafe fn chunk_lanes(a: *const u16, d: __m512i, t: &Tables, reverse: bool) -> __m512 {
+unsafe fn chunk_lanes(a: *const u16, d: __m512i, t: &Tables) -> __m512 {
     let mut acc = _mm512_setzero_ps();
     for s in 0..4 {
         let w = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(t.picks[s], d), t.words);
-        let step = if reverse { 3 - s } else { s };
         // SAFETY: the caller guarantees a whole chunk of activations; same-sized vector types, bf16 pairs.
         unsafe {
-            let av = _mm512_loadu_si512(a.add(32 * step) as *const __m512i);
+            let av = _mm512_loadu_si512(a.add(32 * s) as *const __m512i);
             acc = _mm512_dpbf16_ps(
                 acc,
                 transmute::<__m512i, __m512bh>(av),
@@ -81,7 +77,7 @@ unsafe fn chunk_lanes(a: *const u16, d: __m512i, t: &Tables, reverse: bool) -> _
     acc
 }
 
-/// One row against `cols` weight rows (`w(j)`), four streamed at a time, bit-equal to `x86::rows_avx512`; `reverse` plants a fault.
+/// One row against `cols` weight rows (`w(j)`), four streamed at a time, bit-equal to `x86::rows_avx512`; `swap` plants a fault.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
 pub unsafe fn rows<'w>(
@@ -92,13 +88,13 @@ pub unsafe fn rows<'w>(
     cols: usize,
     w: &impl Fn(usize) -> &'w [u8],
     k: usize,
-    reverse: bool,
+    swap: bool,
 ) -> [f32; PAIRS] {
     let (blocks, chunks, full) = (k / BLOCK, k.div_ceil(CHUNK), k / CHUNK);
     let row_bytes = k / 2;
     assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && cols <= PAIRS);
     assert!(swt.len() >= blocks * GROUP && off + cols.next_multiple_of(4) <= GROUP);
-    let t = Tables::new(reverse);
+    let t = Tables::new(swap);
     let mut out = [0f32; PAIRS];
     for g in (0..cols).step_by(4) {
         let rows: [&[u8]; 4] = [0, 1, 2, 3].map(|j| w((g + j).min(cols - 1)));
@@ -119,7 +115,7 @@ pub unsafe fn rows<'w>(
                     unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
                 };
                 // SAFETY: chunk c lies inside the activation row.
-                *lane = unsafe { chunk_lanes(a.as_ptr().add(c * CHUNK), d, &t, reverse) };
+                *lane = unsafe { chunk_lanes(a.as_ptr().add(c * CHUNK), d, &t) };
             }
             let inner = quarters4(lanes);
             let quarter = [

@@ -136,8 +136,8 @@ impl BlockWeights for Mxfp4Weights<'_> {
             // SAFETY: the driver asserted the path is available; rows hold k/2 bytes, activations whole chunks.
             return unsafe {
                 if simd == SimdPath::Avx512Bf16 {
-                    let reverse = faults.on("bf16_step_order");
-                    super::bf16::rows(a, sa, swt, off, distinct, &w, self.k, reverse)
+                    let swap = faults.on("bf16_pair_swap");
+                    super::bf16::rows(a, sa, swt, off, distinct, &w, self.k, swap)
                 } else {
                     super::x86::rows_avx512(a, sa, swt, off, distinct, &w, self.k)
                 }

@@ -26,7 +26,7 @@ const CONTROLS_BF16: [&str; 5] = [
     "lost_act_scale",
     "order_by_tile",
     "skip_last_column",
-    "bf16_step_order",
+    "bf16_pair_swap",
 ];
 
 impl Kernel for Mxfp4Gemm {
