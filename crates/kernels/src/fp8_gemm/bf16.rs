@@ -5,7 +5,7 @@ use std::mem::transmute;
 
 use super::cpu::BLOCK;
 use super::x86::{PREFETCH, RowScales, prefetch};
-use crate::gemm::x86::reduce16;
+use crate::gemm::x86::hsum16;
 use crate::gemm::{GROUP, PAIRS};
 
 /// Weights decode to e4m3 * 2^-117 (a normal bf16 even for e4m3 subnormals), 8 times the f32 paths' 2^-120; inners are scaled back.
@@ -137,34 +137,21 @@ pub unsafe fn rows(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales, flush: 
     assert!(w.iter().all(|r| r.len() == k));
     let t = Tables::new(flush);
     let mut out = [0f32; PAIRS];
-    let mut pad = [0u8; BLOCK];
     for (ci, r) in w.iter().enumerate() {
         let mut acc = 0f32;
         let (ap, wp) = (a.as_ptr(), r.as_ptr());
-        if full < blocks {
-            pad[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+        for kb in 0..full {
+            prefetch(wp.wrapping_add(kb * BLOCK + PREFETCH));
+            // SAFETY: kb < full: a whole block of activations and weights behind the pointers.
+            let lanes = unsafe { block_lanes(ap.add(kb * BLOCK), wp.add(kb * BLOCK), &t) };
+            acc = (hsum16(lanes) * UNDO).mul_add(scales.at(kb, ci), acc);
         }
-        // Sixteen blocks' lanes are reduced at once (`reduce16` is sixteen `hsum16`s), then scaled in block order.
-        for kb0 in (0..blocks).step_by(16) {
-            let n = (blocks - kb0).min(16);
-            let mut lanes = [_mm512_setzero_ps(); 16];
-            for (i, lane) in lanes.iter_mut().enumerate().take(n) {
-                let kb = kb0 + i;
-                let wb = if kb < full {
-                    wp.wrapping_add(kb * BLOCK)
-                } else {
-                    pad.as_ptr()
-                };
-                prefetch(wp.wrapping_add(kb * BLOCK + PREFETCH));
-                // SAFETY: block kb of the activations exists; `wb` is a whole weight block or the padded copy.
-                *lane = unsafe { block_lanes(ap.add(kb * BLOCK), wb, &t) };
-            }
-            let mut inner = [0f32; 16];
-            // SAFETY: 16 floats.
-            unsafe { _mm512_storeu_ps(inner.as_mut_ptr(), _mm512_mul_ps(reduce16(lanes), _mm512_set1_ps(UNDO))) };
-            for (i, &v) in inner.iter().enumerate().take(n) {
-                acc = v.mul_add(scales.at(kb0 + i, ci), acc);
-            }
+        if full < blocks {
+            let mut pad = [0u8; BLOCK];
+            pad[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+            // SAFETY: the last activation block exists; the weights are the padded copy.
+            let lanes = unsafe { block_lanes(ap.add(full * BLOCK), pad.as_ptr(), &t) };
+            acc = (hsum16(lanes) * UNDO).mul_add(scales.at(full, ci), acc);
         }
         out[ci] = acc;
     }

@@ -50,6 +50,7 @@ impl Fp8Rows {
         let mut values = vec![0u16; rows * stride];
         let mut scales = vec![0f32; rows * blocks];
         let mut codes = [0u8; ACT_BLOCK];
+        let m = layout.per_lane;
         let mut decoded = [0u16; ACT_BLOCK];
         for (r, row) in x.chunks_exact(k).enumerate() {
             let dst = &mut values[r * stride..][..stride];
@@ -61,8 +62,13 @@ impl Fp8Rows {
                     *d = ((e4m3::TABLE[c as usize] * layout.value_factor).to_bits() >> 16) as u16;
                 }
                 let out = &mut dst[b * ACT_BLOCK..][..ACT_BLOCK];
-                for (i, &v) in decoded.iter().enumerate() {
-                    out[layout.position(i)] = v;
+                for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
+                    for (l, lane) in src.chunks(m).enumerate() {
+                        for (q, &v) in lane.iter().enumerate() {
+                            // As `Layout::position`: the even element of a pair in the word's high half.
+                            out[q / 2 * 32 + 2 * l + 1 - q % 2] = v;
+                        }
+                    }
                 }
             }
         }
