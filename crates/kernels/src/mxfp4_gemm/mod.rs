@@ -3,7 +3,7 @@
 #[cfg(target_arch = "x86_64")]
 mod bf16;
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
