@@ -3,6 +3,7 @@
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::config::dsv4::Dsv4Config;
 use tensorfold_model::dsv4::batch::Batch;
+use tensorfold_model::dsv4::blocks::BlockLayout;
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
 
@@ -26,6 +27,8 @@ pub trait Runner: Send {
         logit_rows: &[usize],
     ) -> Result<Rows, String>;
     fn config(&self) -> &Dsv4Config;
+    /// Where each layer's state sits in a cache block.
+    fn layout(&self) -> &BlockLayout;
     fn vocab_size(&self) -> usize {
         self.config().vocab_size
     }
@@ -77,5 +80,9 @@ impl Runner for Dsv4Runner {
 
     fn config(&self) -> &Dsv4Config {
         &self.model.config
+    }
+
+    fn layout(&self) -> &BlockLayout {
+        &self.model.layout
     }
 }

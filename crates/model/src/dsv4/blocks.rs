@@ -1,5 +1,6 @@
-//! Fixed-size blocks holding the finished compressed KV entries and indexer keys of 128 tokens of one sequence, every layer.
+//! Fixed-size blocks holding everything a sequence keeps for 128 of its tokens, every layer: window KV rows, finished compressed KV entries and indexer keys, and what a boundary carries on.
 
+use super::cache::CompressorState;
 use crate::config::dsv4::Dsv4Config;
 
 /// Tokens per block; a multiple of every compress ratio (4 and 128), so no compression window spans a boundary.
@@ -18,29 +19,49 @@ pub enum EntryKind {
     Index,
 }
 
-/// Where one compressor's entries sit in every block.
+/// Where one part of a layer's state sits in every block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Section {
     /// First float of the section.
     pub offset: usize,
-    /// Entries a block holds (`BLOCK_TOKENS / ratio`).
+    /// Rows a block holds (`BLOCK_TOKENS / ratio` entries, `sliding_window` window rows).
     pub per_block: usize,
     /// Floats per entry.
     pub width: usize,
 }
 
-/// The sections of every layer's compressors in a block, and the block's size.
+/// The sections of every layer in a block, and the block's size: everything a sequence keeps for the block's 128 tokens.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlockLayout {
     /// Per layer (main layers, then MTP layers): compressed KV, then indexer keys.
     sections: Vec<[Option<Section>; 2]>,
+    /// Per layer: the window ring; position p sits at row `p % sliding_window` of the block of p.
+    windows: Vec<Section>,
+    /// Per main layer: the projections an overlapping compressor carries past the block's end (kv rows, then gate rows).
+    tails: Vec<[Option<Section>; 2]>,
+    /// The main layers' output streams at the block's last position, which the MTP layer runs after the boundary.
+    pub mtp_stream: Option<Section>,
+    num_main: usize,
     /// Floats per block.
     pub floats: usize,
 }
 
+/// Rows of projections a compressor of `ratio` still needs at a block boundary (the previous window of an overlapping one).
+pub fn tail_rows(ratio: usize) -> usize {
+    match ratio {
+        0 => 0,
+        _ => BLOCK_TOKENS - CompressorState::keep_from(BLOCK_TOKENS as u32, ratio) as usize,
+    }
+}
+
 impl BlockLayout {
-    /// The layout for `config`: every compressed layer's KV entries, then every ratio-4 layer's indexer keys, layer by layer.
+    /// The layout for `config`: every compressed layer's KV entries and indexer keys, then every layer's window, then the compressor tails and the MTP stream.
     pub fn new(config: &Dsv4Config) -> BlockLayout {
+        let (window, hd) = (config.sliding_window, config.head_dim);
+        assert!(
+            window <= BLOCK_TOKENS,
+            "a sliding window of {window} tokens spans more than one block of {BLOCK_TOKENS}"
+        );
         let mut floats = 0;
         let mut section = |per_block: usize, width: usize| {
             let s = Section {
@@ -49,9 +70,11 @@ impl BlockLayout {
                 width,
             };
             floats += per_block * width;
-            Some(s)
+            s
         };
-        let sections = (0..config.compress_ratios.len())
+        let layers = 0..config.compress_ratios.len();
+        let sections = layers
+            .clone()
             .map(|i| match config.compress_ratio(i) {
                 0 => [None, None],
                 ratio => {
@@ -59,23 +82,64 @@ impl BlockLayout {
                         BLOCK_TOKENS.is_multiple_of(ratio),
                         "compress ratio {ratio} does not divide the block of {BLOCK_TOKENS} tokens"
                     );
-                    let kv = section(BLOCK_TOKENS / ratio, config.head_dim);
+                    let kv = section(BLOCK_TOKENS / ratio, hd);
                     let index = (ratio == 4).then(|| section(BLOCK_TOKENS / ratio, config.index_head_dim));
-                    [kv, index.flatten()]
+                    [Some(kv), index]
                 }
             })
             .collect();
-        BlockLayout { sections, floats }
+        let windows = layers.clone().map(|_| section(window, hd)).collect();
+        let tails = layers
+            .map(|i| {
+                // MTP layers run one position behind the boundary, so only main layers carry tails across it.
+                let ratio = if i < config.num_hidden_layers { config.compress_ratio(i) } else { 0 };
+                let rows = tail_rows(ratio);
+                // An overlapping compressor projects to twice the head dim (previous and current window halves).
+                let kv = (rows > 0).then(|| section(2 * rows, 2 * hd));
+                let index = (rows > 0).then(|| section(2 * rows, 2 * config.index_head_dim));
+                [kv, index]
+            })
+            .collect();
+        let mtp_stream =
+            (config.num_nextn_predict_layers > 0).then(|| section(1, config.hc_mult * config.hidden_size));
+        BlockLayout {
+            sections,
+            windows,
+            tails,
+            mtp_stream,
+            num_main: config.num_hidden_layers,
+            floats,
+        }
     }
 
-    /// Whether any of `layers` keeps entries in blocks (an MTP layer with ratio 0 keeps none).
-    pub fn has_entries(&self, layers: std::ops::Range<usize>) -> bool {
-        self.sections[layers].iter().flatten().any(Option::is_some)
+    /// Bytes per block.
+    pub fn bytes(&self) -> usize {
+        self.floats * std::mem::size_of::<f32>()
+    }
+
+    /// Blocks that fit in `bytes` of memory.
+    pub fn blocks_in(&self, bytes: u64) -> usize {
+        usize::try_from(bytes / self.bytes() as u64).unwrap_or(usize::MAX)
     }
 
     /// The section of layer `layer_idx`'s compressor of `kind`.
     pub fn section(&self, layer_idx: usize, kind: EntryKind) -> Section {
         self.sections[layer_idx][kind as usize].expect("a compressed layer has a section for its compressor")
+    }
+
+    /// The window ring of layer `layer_idx`.
+    pub fn window(&self, layer_idx: usize) -> Section {
+        self.windows[layer_idx]
+    }
+
+    /// Where layer `layer_idx` keeps the window row of position p: p, or p + 1 for an MTP layer (its row at p joins token p + 1, so it belongs with that token's block).
+    pub fn window_pos(&self, layer_idx: usize, pos: usize) -> usize {
+        pos + usize::from(layer_idx >= self.num_main)
+    }
+
+    /// The tail of layer `layer_idx`'s compressor of `kind`, when it carries one past a boundary.
+    pub fn tail(&self, layer_idx: usize, kind: EntryKind) -> Option<Section> {
+        self.tails[layer_idx][kind as usize]
     }
 }
 
@@ -142,6 +206,42 @@ impl BlockStore {
         block[at..at + s.width].copy_from_slice(value);
     }
 
+    /// Writes the window row of (window) position `pos` into its block of `table`.
+    pub fn put_row(&mut self, table: &[BlockId], s: Section, pos: usize, value: &[f32], floats: usize) {
+        debug_assert_eq!(value.len(), s.width);
+        let block = self.block_mut(table[pos / BLOCK_TOKENS], floats);
+        let at = s.offset + (pos % s.per_block) * s.width;
+        block[at..at + s.width].copy_from_slice(value);
+    }
+
+    /// The window row of (window) position `pos` from its block of `table`.
+    pub fn row(&self, table: &[BlockId], s: Section, pos: usize) -> &[f32] {
+        let at = s.offset + (pos % s.per_block) * s.width;
+        &self.data[table[pos / BLOCK_TOKENS].0 as usize][at..at + s.width]
+    }
+
+    /// `row` for a block that may not have been written yet (its floats are allocated first).
+    pub fn row_or_alloc(&mut self, table: &[BlockId], s: Section, pos: usize, floats: usize) -> &[f32] {
+        let block = self.block_mut(table[pos / BLOCK_TOKENS], floats);
+        let at = s.offset + (pos % s.per_block) * s.width;
+        &block[at..at + s.width]
+    }
+
+    /// The whole of `section` in block `id`.
+    pub fn part(&self, id: BlockId, s: Section) -> &[f32] {
+        &self.data[id.0 as usize][s.offset..s.offset + s.per_block * s.width]
+    }
+
+    /// The whole of `section` in block `id`, to write.
+    pub fn part_mut(&mut self, id: BlockId, s: Section, floats: usize) -> &mut [f32] {
+        &mut self.block_mut(id, floats)[s.offset..s.offset + s.per_block * s.width]
+    }
+
+    /// Floats held by the store's blocks (allocated when first written).
+    pub fn floats_held(&self) -> usize {
+        self.data.iter().map(Vec::len).sum()
+    }
+
     /// Appends the first `count` entries of `section` from the blocks of `table` to `out`.
     pub fn gather(&self, table: &[BlockId], s: Section, count: usize, out: &mut Vec<f32>) {
         for (b, id) in table.iter().enumerate() {
@@ -183,9 +283,16 @@ mod tests {
                 width: hd
             }
         );
-        assert_eq!(l.floats, 2 * 32 * (hd + ihd) + hd);
-        assert!(l.has_entries(0..4), "the main layers keep entries");
-        assert!(!l.has_entries(4..5), "the MTP layer has a window only");
+        let entries = 2 * 32 * (hd + ihd) + hd;
+        assert_eq!(l.window(0).offset, entries, "the windows follow the entries");
+        assert_eq!(l.window(4).per_block, c.sliding_window, "the MTP layer keeps a window too");
+        let windows = 5 * c.sliding_window * hd;
+        assert_eq!(l.tail(2, EntryKind::Kv), None, "a ratio-128 window never spans a boundary");
+        // Ratio-4 layers carry the kv and gate projections of the block's last 4 tokens, at twice the head dim.
+        let tails = 2 * 2 * 4 * 2 * (hd + ihd);
+        let stream = c.hc_mult * c.hidden_size;
+        assert_eq!(l.floats, entries + windows + tails + stream);
+        assert_eq!((tail_rows(4), tail_rows(128), tail_rows(0)), (4, 0, 0));
     }
 
     #[test]
