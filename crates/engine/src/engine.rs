@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
-use tensorfold_model::dsv4::cache::{Boundary, Dsv4Cache, Stage, blocks_for};
+use tensorfold_model::dsv4::cache::{Boundary, Dsv4Cache, SeqCache, Stage, blocks_for};
 
 use crate::draft::context::Proposer;
 use crate::draft::verify::verify;
@@ -59,6 +59,8 @@ pub struct EngineStats {
     pub blocks_reserved: usize,
     /// Bytes of one block: all of a sequence's state for its tokens.
     pub block_bytes: usize,
+    /// Bytes the running sequences hold outside the pool (projections of unfinished compression windows, the MTP stream, rollback rows).
+    pub seq_state_bytes: usize,
     /// Prefix blocks reused for other data because the pool ran short.
     pub evictions: u64,
     pub rounds: u64,
@@ -278,6 +280,7 @@ impl Engine {
             blocks_cached: self.pool.cached(),
             blocks_reserved: self.reserved,
             block_bytes: self.runner.layout().bytes(),
+            seq_state_bytes: self.cache.seqs.values().map(SeqCache::floats).sum::<usize>() * size_of::<f32>(),
             evictions: self.pool.evictions(),
             ..self.stats
         }
@@ -609,7 +612,8 @@ impl Engine {
             if r.fed <= r.prompt.len() && r.fed.is_multiple_of(BLOCK_TOKENS) {
                 let (config, layout) = (self.runner.config(), self.runner.layout());
                 let cache = &mut self.cache;
-                let table = cache.table(r.seq).to_vec();
+                // The MTP layer may already hold the next block for its proposal.
+                let table = cache.table(r.seq)[..r.fed / BLOCK_TOKENS].to_vec();
                 let boundary = || cache.capture(r.seq, config, layout);
                 prefix::insert(&mut self.pool, &r.prompt[..r.fed], &table, boundary);
             }

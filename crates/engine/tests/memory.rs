@@ -37,22 +37,24 @@ fn the_pool_is_sized_from_a_memory_budget_and_refusals_say_what_fits() {
     let mut e = engine(budget(3 * block + block / 2), 1);
     let s = e.stats();
     assert_eq!((s.blocks_total, s.block_bytes), (3, block), "{s:?}");
-    let err = e
-        .submit(prompt(300, 31), params(1, 200), Box::new(|_| {}))
-        .unwrap_err();
+    let err = e.submit(prompt(300, 31), params(1, 200), Box::new(|_| {})).unwrap_err();
     assert!(err.contains("at most 384 fit"), "{err}");
     assert!(err.contains("lower max_tokens to 84"), "{err}");
     assert!(err.contains("384 tokens in"), "{err}");
     let d = submit(&mut e, prompt(300, 31), params(1, 20));
+    e.step();
+    assert!(
+        e.stats().seq_state_bytes > 0,
+        "a running request's open compression windows are counted"
+    );
     drain(&mut e);
+    assert_eq!(e.stats().seq_state_bytes, 0, "nothing is left outside the pool");
     let want = run(EngineConfig::default(), &prompt(300, 31), &params(1, 20));
     assert_eq!(d.lock().unwrap().sha, want.sha, "a budgeted pool changes no token");
 
     let mut tiny = engine(budget(block - 1), 1);
     assert_eq!(tiny.stats().blocks_total, 0);
-    let err = tiny
-        .submit(prompt(10, 32), params(2, 2), Box::new(|_| {}))
-        .unwrap_err();
+    let err = tiny.submit(prompt(10, 32), params(2, 2), Box::new(|_| {})).unwrap_err();
     assert!(err.contains("holds no block") && err.contains("at least"), "{err}");
 }
 

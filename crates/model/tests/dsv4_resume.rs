@@ -88,8 +88,16 @@ fn a_sequence_resumed_from_blocks_alone_runs_on_bit_equal() {
     let (want, want_streams) = feed(&m, &mut cache, RAN, next);
     let (got, got_streams) = feed(&m, &mut cache, RESUMED, next);
     assert!(bits(&got) == bits(&want), "the resumed sequence's logits differ");
-    assert_eq!(cache.table(RESUMED)[..2], cache.table(RAN)[..2], "the prefix blocks are shared");
-    assert_ne!(cache.table(RESUMED)[2], cache.table(RAN)[2], "each writes its own next block");
+    assert_eq!(
+        cache.table(RESUMED)[..2],
+        cache.table(RAN)[..2],
+        "the prefix blocks are shared"
+    );
+    assert_ne!(
+        cache.table(RESUMED)[2],
+        cache.table(RAN)[2],
+        "each writes its own next block"
+    );
 
     // The MTP layer runs position boundary - 1 from the captured stream, then the new rows.
     let mtp = |cache: &mut Dsv4Cache, seq: SeqSlot, new_streams: &[f32]| {
@@ -99,7 +107,10 @@ fn a_sequence_resumed_from_blocks_alone_runs_on_bit_equal() {
     };
     let want_mtp = mtp(&mut cache, RAN, &want_streams);
     let got_mtp = mtp(&mut cache, RESUMED, &got_streams);
-    assert!(bits(&got_mtp) == bits(&want_mtp), "the resumed MTP layer's logits differ");
+    assert!(
+        bits(&got_mtp) == bits(&want_mtp),
+        "the resumed MTP layer's logits differ"
+    );
 }
 
 #[test]

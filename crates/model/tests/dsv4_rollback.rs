@@ -145,7 +145,11 @@ fn mtp_rows_settle_back_to_the_mark() {
     }
     assert_eq!(cache.seqs[&SEQ].mtp_len, vec![52]);
     cache.seqs.get_mut(&SEQ).unwrap().mtp_len[0] = 49;
-    assert_ne!(window(&cache), window_before, "the chained rows wrote over the MTP window");
+    assert_ne!(
+        window(&cache),
+        window_before,
+        "the chained rows wrote over the MTP window"
+    );
     cache.seqs.get_mut(&SEQ).unwrap().mtp_len[0] = 52;
     cache.settle(SEQ, 49, &m.config, &m.layout);
     assert_eq!(cache.seqs[&SEQ], before);

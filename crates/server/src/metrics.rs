@@ -27,6 +27,7 @@ pub struct Metrics {
     kv_usage: Gauge<f64, AtomicU64>,
     kv_bytes: Gauge,
     kv_used_bytes: Gauge,
+    seq_state_bytes: Gauge,
     vllm_running: Gauge,
     vllm_waiting: Gauge,
     vllm_gpu_cache: Gauge<f64, AtomicU64>,
@@ -55,6 +56,7 @@ impl Metrics {
             kv_usage: Gauge::default(),
             kv_bytes: Gauge::default(),
             kv_used_bytes: Gauge::default(),
+            seq_state_bytes: Gauge::default(),
             vllm_running: Gauge::default(),
             vllm_waiting: Gauge::default(),
             vllm_gpu_cache: Gauge::default(),
@@ -109,6 +111,11 @@ impl Metrics {
             "Bytes of the cache blocks running requests hold",
             m.kv_used_bytes.clone(),
         );
+        r.register(
+            "tensorfold_seq_state_bytes",
+            "Bytes running requests hold outside the cache pool (unfinished compression windows, MTP stream)",
+            m.seq_state_bytes.clone(),
+        );
         // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
         r.register("vllm:num_requests_running", "Requests running", m.vllm_running.clone());
         r.register("vllm:num_requests_waiting", "Requests waiting", m.vllm_waiting.clone());
@@ -147,6 +154,7 @@ impl Metrics {
         let bytes = |blocks: usize| (blocks as u64).saturating_mul(stats.block_bytes as u64) as i64;
         self.kv_bytes.set(bytes(stats.blocks_total));
         self.kv_used_bytes.set(bytes(stats.blocks_used));
+        self.seq_state_bytes.set(stats.seq_state_bytes as i64);
         self.vllm_gpu_cache.set(usage);
         self.vllm_kv_cache.set(usage);
         let mut out = String::new();

@@ -35,7 +35,13 @@ pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Res
     let (mut streams, mut logit_rows, mut last_row) = (Vec::new(), Vec::new(), Vec::new());
     for l in lanes {
         if l.propose > 0 {
-            cache.mark(l.seq, Stage::Mtp(0), l.next.len() + l.propose - 1, &config, runner.layout());
+            cache.mark(
+                l.seq,
+                Stage::Mtp(0),
+                l.next.len() + l.propose - 1,
+                &config,
+                runner.layout(),
+            );
         }
         batch.push_seq(l.seq, l.from as u32, &l.next);
         streams.extend_from_slice(&l.streams);

@@ -26,7 +26,7 @@ pub struct Section {
     pub offset: usize,
     /// Rows a block holds (`BLOCK_TOKENS / ratio` entries, `sliding_window` window rows).
     pub per_block: usize,
-    /// Floats per entry.
+    /// Floats per row.
     pub width: usize,
 }
 
@@ -92,7 +92,11 @@ impl BlockLayout {
         let tails = layers
             .map(|i| {
                 // MTP layers run one position behind the boundary, so only main layers carry tails across it.
-                let ratio = if i < config.num_hidden_layers { config.compress_ratio(i) } else { 0 };
+                let ratio = if i < config.num_hidden_layers {
+                    config.compress_ratio(i)
+                } else {
+                    0
+                };
                 let rows = tail_rows(ratio);
                 // An overlapping compressor projects to twice the head dim (previous and current window halves).
                 let kv = (rows > 0).then(|| section(2 * rows, 2 * hd));
@@ -100,8 +104,7 @@ impl BlockLayout {
                 [kv, index]
             })
             .collect();
-        let mtp_stream =
-            (config.num_nextn_predict_layers > 0).then(|| section(1, config.hc_mult * config.hidden_size));
+        let mtp_stream = (config.num_nextn_predict_layers > 0).then(|| section(1, config.hc_mult * config.hidden_size));
         BlockLayout {
             sections,
             windows,
@@ -285,14 +288,42 @@ mod tests {
         );
         let entries = 2 * 32 * (hd + ihd) + hd;
         assert_eq!(l.window(0).offset, entries, "the windows follow the entries");
-        assert_eq!(l.window(4).per_block, c.sliding_window, "the MTP layer keeps a window too");
+        assert_eq!(
+            l.window(4).per_block,
+            c.sliding_window,
+            "the MTP layer keeps a window too"
+        );
         let windows = 5 * c.sliding_window * hd;
-        assert_eq!(l.tail(2, EntryKind::Kv), None, "a ratio-128 window never spans a boundary");
+        assert_eq!(
+            l.tail(2, EntryKind::Kv),
+            None,
+            "a ratio-128 window never spans a boundary"
+        );
         // Ratio-4 layers carry the kv and gate projections of the block's last 4 tokens, at twice the head dim.
         let tails = 2 * 2 * 4 * 2 * (hd + ihd);
         let stream = c.hc_mult * c.hidden_size;
         assert_eq!(l.floats, entries + windows + tails + stream);
         assert_eq!((tail_rows(4), tail_rows(128), tail_rows(0)), (4, 0, 0));
+    }
+
+    #[test]
+    fn a_flash_block_holds_a_whole_window_of_every_layer() {
+        let c = Preset::FlashLayers(43).config();
+        let l = BlockLayout::new(&c);
+        let (hd, ihd) = (c.head_dim, c.index_head_dim);
+        let count = |r: usize| {
+            c.compress_ratios[..c.num_hidden_layers]
+                .iter()
+                .filter(|&&x| x == r)
+                .count()
+        };
+        let (csa, hca) = (count(4), count(128));
+        assert_eq!((csa, hca, c.compress_ratios.len()), (21, 20, 44));
+        let entries = csa * 32 * (hd + ihd) + hca * hd;
+        let windows = 44 * BLOCK_TOKENS * hd;
+        let tails = csa * 2 * 4 * 2 * (hd + ihd);
+        assert_eq!(l.floats, entries + windows + tails + c.hc_mult * c.hidden_size);
+        assert_eq!(l.window(43).per_block, BLOCK_TOKENS, "Flash's window is one block");
     }
 
     #[test]

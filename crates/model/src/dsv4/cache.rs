@@ -112,6 +112,13 @@ impl SeqCache {
         }
     }
 
+    /// Floats held outside the blocks: projections of unfinished compression windows, the MTP input stream, rows saved for a rollback.
+    pub fn floats(&self) -> usize {
+        let layers = self.layers.iter().flat_map(|l| [&l.compressor, &l.indexer]).flatten();
+        let saved = self.mark.as_ref().map_or(0, |m| m.window.iter().map(Vec::len).sum());
+        layers.map(|s| s.kv.len() + s.gate.len()).sum::<usize>() + self.mtp_stream.len() + saved
+    }
+
     /// The next position `stage` will process.
     pub fn position(&self, stage: Stage) -> u32 {
         match stage {
@@ -246,7 +253,13 @@ impl Dsv4Cache {
         for (l, saved) in SeqCache::layer_range(mark.stage, config).zip(&mark.window) {
             for p in len..now {
                 let (q, i) = (layout.window_pos(l, p as usize), (p - mark.start) as usize);
-                store.put_row(&tables[&seq], layout.window(l), q, &saved[i * hd..(i + 1) * hd], layout.floats);
+                store.put_row(
+                    &tables[&seq],
+                    layout.window(l),
+                    q,
+                    &saved[i * hd..(i + 1) * hd],
+                    layout.floats,
+                );
             }
             let ratio = config.compress_ratio(l);
             let layer = &mut state.layers[l];
@@ -264,11 +277,20 @@ impl Dsv4Cache {
     pub fn window_rows(&self, seq: SeqSlot, layer_idx: usize, config: &Dsv4Config, layout: &BlockLayout) -> Vec<f32> {
         let state = &self.seqs[&seq];
         let main = config.num_hidden_layers;
-        let pos = if layer_idx < main { state.len } else { state.mtp_len[layer_idx - main] } as usize;
+        let pos = if layer_idx < main {
+            state.len
+        } else {
+            state.mtp_len[layer_idx - main]
+        } as usize;
         let first = pos.saturating_sub(config.sliding_window - 1);
         let s = layout.window(layer_idx);
         (first..pos)
-            .flat_map(|p| self.store.row(self.table(seq), s, layout.window_pos(layer_idx, p)).iter().copied())
+            .flat_map(|p| {
+                self.store
+                    .row(self.table(seq), s, layout.window_pos(layer_idx, p))
+                    .iter()
+                    .copied()
+            })
             .collect()
     }
 
@@ -287,7 +309,11 @@ impl Dsv4Cache {
                 let (Some(s), Some(st)) = (layout.tail(l, kind), st) else {
                     continue;
                 };
-                assert_eq!(st.first_pos as usize, len - s.per_block / 2, "layer {l} carries its tail");
+                assert_eq!(
+                    st.first_pos as usize,
+                    len - s.per_block / 2,
+                    "layer {l} carries its tail"
+                );
                 let part = store.part_mut(block, s, layout.floats);
                 let (kv, gate) = part.split_at_mut(part.len() / 2);
                 kv.copy_from_slice(&st.kv);
@@ -301,7 +327,9 @@ impl Dsv4Cache {
                     && state.layers[main..].iter().all(|l| l.compressor.is_none())
                     && state.mtp_stream.len() == s.width;
                 if synced {
-                    store.part_mut(block, s, layout.floats).copy_from_slice(&state.mtp_stream);
+                    store
+                        .part_mut(block, s, layout.floats)
+                        .copy_from_slice(&state.mtp_stream);
                 }
                 synced
             }
@@ -325,7 +353,10 @@ impl Dsv4Cache {
         state.len = len as u32;
         for (l, layer) in state.layers.iter_mut().enumerate().take(config.num_hidden_layers) {
             let ratio = config.compress_ratio(l);
-            for (kind, st) in [(EntryKind::Kv, &mut layer.compressor), (EntryKind::Index, &mut layer.indexer)] {
+            for (kind, st) in [
+                (EntryKind::Kv, &mut layer.compressor),
+                (EntryKind::Index, &mut layer.indexer),
+            ] {
                 let Some(st) = st else { continue };
                 st.num_entries = len / ratio;
                 st.first_pos = CompressorState::keep_from(len as u32, ratio);

@@ -71,7 +71,9 @@ pub(crate) fn attention(
         for (i, &r) in g.rows.iter().enumerate() {
             let q = layout.window_pos(layer_idx, g.start as usize + i);
             let value = &kv[r * hd..(r + 1) * hd];
-            cache.store.put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
+            cache
+                .store
+                .put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
         }
     }
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
