@@ -142,7 +142,7 @@ pub struct Boundary {
     pub mtp_synced: bool,
 }
 
-/// Blocks that hold the entries of positions below `end`.
+/// Blocks that hold the state of positions below `end`.
 pub fn blocks_for(end: usize) -> usize {
     end.div_ceil(BLOCK_TOKENS)
 }
@@ -151,7 +151,7 @@ pub fn blocks_for(end: usize) -> usize {
 #[derive(Clone, Debug, Default)]
 pub struct Dsv4Cache {
     pub seqs: BTreeMap<SeqSlot, SeqCache>,
-    /// Each sequence's blocks: block i holds the entries of positions `[128 i, 128 (i + 1))`.
+    /// Each sequence's blocks: block i holds its state for positions `[128 i, 128 (i + 1))`.
     pub tables: BTreeMap<SeqSlot, Vec<BlockId>>,
     pub store: BlockStore,
 }
