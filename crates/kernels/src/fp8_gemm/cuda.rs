@@ -1,8 +1,8 @@
-//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 64x64 tiles on CUDA cores with K in fixed 128-blocks.
+//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 64x128 tensor-core tiles with K in fixed 128-blocks.
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The longest activation row the quantiser's shared-memory stage holds.
@@ -10,7 +10,7 @@ pub const MAX_K: usize = 8192;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
-    source: include_str!("fp8_gemm.cu"),
+    source: concat!(include_str!("../cuda/mma.cuh"), include_str!("fp8_gemm.cu")),
     entries: &["fp8_gemm_quant", "fp8_gemm"],
     controls: &["race_no_sync", "lost_act_scale", "skip_last_column", "drop_tail_block"],
     records: &[
@@ -22,16 +22,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out = act_quant(x) . W^T` with e4m3 `w` `[n, k]` and e8m0 `w_scale` per 128x128 block, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn fp8_gemm_cuda(
+pub fn fp8_gemm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    w: &[u8],
-    w_scale: &[u8],
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u8>>,
+    w_scale: impl Into<In<'a, u8>>,
     n: usize,
     k: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let w_scale = w_scale.into();
+    let out = out.into();
     if k > MAX_K {
         return Err(format!("fp8_gemm on CUDA: K {k} above {MAX_K}"));
     }
@@ -39,14 +43,14 @@ pub fn fp8_gemm_cuda(
     let quant = gpu.function(&KERNEL, "fp8_gemm_quant", faults)?;
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
     let m = x.len() / k;
-    let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
+    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
     let mut q = gpu.upload(&vec![0f32; m * k])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
-    let mut y = gpu.output(out)?;
+    let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
-        b.arg(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
+        b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
         cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
@@ -55,15 +59,15 @@ pub fn fp8_gemm_cuda(
         let mut b = gpu.stream.launch_builder(&gemm);
         b.arg(&q)
             .arg(&qs)
-            .arg(&wd)
-            .arg(&sd)
+            .input(&wd)
+            .input(&sd)
             .arg(&mut yv)
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let tiles = n.div_ceil(64) * m.div_ceil(64);
+        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
         cuda::launched("fp8_gemm", unsafe { b.launch(launch.config(tiles)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `fp8_gemm`: `y = act_quant(x) . W^T` with FP8 e4m3 weights and 128x128 e8m0 block scales (wq_a, wq_b, wkv, wo_b, shared experts).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -37,12 +37,13 @@ impl Kernel for Fp8Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes first, then V4-Flash wq_a, wkv and shared-expert w2.
+        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows), then V4-Flash wq_a, wkv and shared-expert w2.
         [
             (3, 1, 1),
             (17, 31, 257),
             (5, 257, 1031),
             (9, 129, 64),
+            (512, 136, 288),
             (2, 1024, 4096),
             (3, 512, 4096),
             (2, 4096, 2048),
