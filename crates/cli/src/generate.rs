@@ -59,6 +59,17 @@ pub struct GenerateArgs {
     /// Chained MTP drafts per round (0 drafts by context copies only).
     #[arg(long, default_value_t = DraftConfig::default().mtp_drafts)]
     mtp_drafts: usize,
+    /// KV cache memory in GiB (every sequence's state lives in its blocks); default: 8192 blocks; the pool gets as many 128-token blocks as fit.
+    #[arg(long)]
+    kv_cache_gib: Option<f64>,
+}
+
+/// Bytes of a `--kv-cache-gib` value.
+pub fn gib_bytes(gib: f64) -> anyhow::Result<u64> {
+    if !(gib.is_finite() && gib > 0.0) {
+        anyhow::bail!("--kv-cache-gib is {gib}; give a positive size in GiB, such as 0.5");
+    }
+    Ok((gib * (1u64 << 30) as f64) as u64)
 }
 
 /// What the sink saw: tokens so far, when the first and the latest arrived.
@@ -123,6 +134,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let cfg = EngineConfig {
         drafts,
+        pool_blocks: match args.kv_cache_gib {
+            Some(gib) => loaded.runner.layout().blocks_in(gib_bytes(gib)?),
+            None => EngineConfig::default().pool_blocks,
+        },
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(loaded.runner, cfg);

@@ -43,6 +43,9 @@ pub struct ServeArgs {
     /// Requests that may wait beyond --parallel before 429.
     #[arg(long, default_value_t = 256)]
     max_queue: usize,
+    /// KV cache memory in GiB (every sequence's state lives in its blocks); default: room for --parallel requests of --context tokens; the pool gets as many 128-token blocks as fit.
+    #[arg(long)]
+    kv_cache_gib: Option<f64>,
     /// Serve every request without drafts (the serial reference).
     #[arg(long)]
     no_drafts: bool,
@@ -76,6 +79,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_tokens: args.max_tokens,
         parallel: args.parallel.max(1),
         max_queue: args.max_queue,
+        kv_cache_bytes: args.kv_cache_gib.map(crate::generate::gib_bytes).transpose()?,
         drafts: !args.no_drafts,
         mtp_drafts: args.mtp_drafts,
         threads: args.threads.max(1),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
-use tensorfold_model::dsv4::cache::{Dsv4Cache, SeqCache, Stage, blocks_for};
+use tensorfold_model::dsv4::cache::{Boundary, Dsv4Cache, SeqCache, Stage, blocks_for};
 
 use crate::draft::context::Proposer;
 use crate::draft::verify::verify;
@@ -24,7 +24,7 @@ pub struct EngineConfig {
     pub token_budget: usize,
     /// Requests per lane round.
     pub max_lanes: usize,
-    /// Cache blocks of 128 tokens in the pool; each running request reserves the blocks of its prompt plus max_tokens at admission.
+    /// Cache blocks of 128 tokens in the pool (`BlockLayout::blocks_in` sizes it from memory); each running request reserves the blocks of its prompt plus max_tokens at admission.
     pub pool_blocks: usize,
     /// Keep prompt blocks for later prompts that share them (free ones are reused least recently used first).
     pub prefix_cache: bool,
@@ -57,6 +57,10 @@ pub struct EngineStats {
     pub blocks_cached: usize,
     /// Blocks the running requests reserved at admission (at least those they hold).
     pub blocks_reserved: usize,
+    /// Bytes of one block: all of a sequence's state for its tokens.
+    pub block_bytes: usize,
+    /// Bytes the running sequences hold outside the pool (projections of unfinished compression windows, the MTP stream, rollback rows).
+    pub seq_state_bytes: usize,
     /// Prefix blocks reused for other data because the pool ran short.
     pub evictions: u64,
     pub rounds: u64,
@@ -126,8 +130,8 @@ pub struct Engine {
     cfg: EngineConfig,
     reqs: BTreeMap<RequestId, Req>,
     cache: Dsv4Cache,
-    /// The cache blocks; a registered block's payload is the sequence state to resume from after it.
-    pool: BlockPool<SeqCache>,
+    /// The cache blocks; a registered block holds all a sequence resumes from after it, and its payload says whether that includes the MTP layer's state.
+    pool: BlockPool<Boundary>,
     drafter: Drafter,
     next_id: u64,
     /// Blocks reserved by running requests.
@@ -142,6 +146,16 @@ pub fn token_sha(tokens: &[u32]) -> String {
         h.update(t.to_le_bytes());
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A byte count for people: MiB or GiB with one decimal, else KiB.
+fn size(bytes: u64) -> String {
+    let (kib, mib, gib) = (1u64 << 10, 1u64 << 20, 1u64 << 30);
+    match bytes {
+        b if b >= gib => format!("{:.1} GiB", b as f64 / gib as f64),
+        b if b >= mib => format!("{:.1} MiB", b as f64 / mib as f64),
+        b => format!("{} KiB", b.div_ceil(kib)),
+    }
 }
 
 impl Engine {
@@ -186,15 +200,23 @@ impl Engine {
         if params.max_tokens == 0 {
             return Err("max_tokens must be at least 1".into());
         }
+        let block_bytes = self.runner.layout().bytes();
+        if self.cfg.pool_blocks == 0 {
+            return Err(format!(
+                "the cache pool holds no block; one block of {BLOCK_TOKENS} tokens takes {}, give the KV cache at least that",
+                size(block_bytes as u64)
+            ));
+        }
         let need = prompt.len() + params.max_tokens;
-        let pool_tokens = self.cfg.pool_blocks * BLOCK_TOKENS;
+        let pool_tokens = self.cfg.pool_blocks.saturating_mul(BLOCK_TOKENS);
         let limit = self.runner.max_context().min(pool_tokens);
         if need > limit {
             let room = limit.saturating_sub(prompt.len());
             let pool = if limit == pool_tokens {
                 format!(
-                    " (the cache pool holds {} blocks of {BLOCK_TOKENS})",
-                    self.cfg.pool_blocks
+                    " (the cache pool holds {} blocks of {BLOCK_TOKENS} tokens, {pool_tokens} tokens in {})",
+                    self.cfg.pool_blocks,
+                    size(self.cfg.pool_blocks as u64 * block_bytes as u64)
                 )
             } else {
                 String::new()
@@ -257,6 +279,8 @@ impl Engine {
             blocks_used: self.pool.used(),
             blocks_cached: self.pool.cached(),
             blocks_reserved: self.reserved,
+            block_bytes: self.runner.layout().bytes(),
+            seq_state_bytes: self.cache.seqs.values().map(SeqCache::floats).sum::<usize>() * size_of::<f32>(),
             evictions: self.pool.evictions(),
             ..self.stats
         }
@@ -299,12 +323,12 @@ impl Engine {
                 .prefix_cache
                 .then(|| prefix::lookup(&self.pool, &r.prompt))
                 .flatten();
-            if let Some((blocks, state)) = hit {
-                // The hit shares the prefix's blocks; only the small state after the last one is copied.
+            if let Some((blocks, &boundary)) = hit {
+                // The hit shares the prefix's blocks, which hold everything the sequence resumes from.
                 let len = blocks.len() * BLOCK_TOKENS;
-                self.cache.seqs.insert(r.seq, state.clone());
                 blocks.iter().for_each(|&b| self.pool.retain(b));
-                self.cache.tables.insert(r.seq, blocks);
+                let (config, layout) = (self.runner.geometry(), self.runner.layout());
+                self.cache.resume(r.seq, blocks, boundary, config, layout);
                 r.fed = len;
                 r.usage.cached_tokens = len;
                 self.stats.cached_tokens += len as u64;
@@ -429,11 +453,11 @@ impl Engine {
             }
             batch.push_seq(r.seq, r.fed as u32, &tokens);
             let (seq, from) = (r.seq, r.fed);
-            if n > known {
-                let state = self.cache.seqs.get_mut(&seq).expect("a decoding sequence has state");
-                state.mark(Stage::Main, n, self.runner.geometry());
-            }
             tables::give_blocks(&mut self.pool, &mut self.cache, seq, from, from + n);
+            if n > known {
+                let (config, layout) = (self.runner.geometry(), self.runner.layout());
+                self.cache.mark(seq, Stage::Main, n, config, layout);
+            }
         }
         (batch, logit_rows)
     }
@@ -509,8 +533,8 @@ impl Engine {
             }
         }
         if !drafts.is_empty() {
-            let seq = self.cache.seqs.get_mut(&r.seq).expect("a decoding sequence has state");
-            seq.settle(r.fed as u32, self.runner.geometry());
+            let (config, layout) = (self.runner.geometry(), self.runner.layout());
+            self.cache.settle(r.seq, r.fed as u32, config, layout);
         }
         true
     }
@@ -521,6 +545,18 @@ impl Engine {
             return;
         }
         let window = self.runner.geometry().sliding_window();
+        let mtp = match self.runner.geometry().num_mtp_layers() {
+            0 => 0,
+            _ => self.drafter.cfg.mtp_drafts,
+        };
+        // MTP rows sit one position later than their main rows, so a proposal may reach a block the main pass has not given yet.
+        for x in ran.iter().filter(|_| mtp > 0) {
+            let r = &self.reqs[&x.id];
+            if r.params.draft && r.decode_ready() {
+                let ahead = (r.params.max_tokens - r.output.len() - 1).min(window - 1).min(mtp);
+                tables::give_blocks(&mut self.pool, &mut self.cache, r.seq, r.fed, r.fed + ahead);
+            }
+        }
         let lanes: Vec<DraftLane<'_>> = ran
             .iter()
             .map(|x| (x, &self.reqs[&x.id]))
@@ -574,8 +610,12 @@ impl Engine {
         for x in ran {
             let Some(r) = self.reqs.get(&x.id) else { continue };
             if r.fed <= r.prompt.len() && r.fed.is_multiple_of(BLOCK_TOKENS) {
-                let state = || self.cache.seqs[&r.seq].clone();
-                prefix::insert(&mut self.pool, &r.prompt[..r.fed], self.cache.table(r.seq), state);
+                let (config, layout) = (self.runner.geometry(), self.runner.layout());
+                let cache = &mut self.cache;
+                // The MTP layer may already hold the next block for its proposal.
+                let table = cache.table(r.seq)[..r.fed / BLOCK_TOKENS].to_vec();
+                let boundary = || cache.capture(r.seq, config, layout);
+                prefix::insert(&mut self.pool, &r.prompt[..r.fed], &table, boundary);
             }
         }
     }

@@ -3,6 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use tensorfold_model::dsv4::batch::Batch;
+use tensorfold_model::dsv4::blocks::BlockLayout;
 use tensorfold_model::dsv4::cache::{CacheGeometry, Dsv4Cache};
 use tensorfold_model::dsv4::forward::device::Device;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
@@ -29,6 +30,8 @@ pub trait Runner: Send {
     ) -> Result<Rows, String>;
     /// The shape of each sequence's state (windows, compressors, MTP layers).
     fn geometry(&self) -> &dyn CacheGeometry;
+    /// Where each layer's state sits in a cache block.
+    fn layout(&self) -> &BlockLayout;
     fn vocab_size(&self) -> usize;
     /// Longest sequence (prompt plus generated tokens) the model accepts.
     fn max_context(&self) -> usize;
@@ -103,6 +106,10 @@ impl Runner for Dsv4Runner {
         &self.model.config
     }
 
+    fn layout(&self) -> &BlockLayout {
+        &self.model.layout
+    }
+
     fn vocab_size(&self) -> usize {
         self.model.config.vocab_size
     }
@@ -143,6 +150,10 @@ impl Runner for Dsv41Runner {
 
     fn geometry(&self) -> &dyn CacheGeometry {
         &self.model.config
+    }
+
+    fn layout(&self) -> &BlockLayout {
+        &self.model.layout
     }
 
     fn vocab_size(&self) -> usize {

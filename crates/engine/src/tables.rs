@@ -1,12 +1,12 @@
 //! Sequences' block tables on the pool: blocks handed out before a pass writes them (copy-on-write when shared), released when a sequence ends.
 
 use tensorfold_model::dsv4::batch::SeqSlot;
-use tensorfold_model::dsv4::cache::{Dsv4Cache, SeqCache, blocks_for};
+use tensorfold_model::dsv4::cache::{Dsv4Cache, blocks_for};
 
 use crate::pool::{BLOCK_TOKENS, BlockPool};
 
 /// Makes `seq`'s blocks cover positions `from..to` before a pass writes them: a block it shares is copied first, a registered one it alone holds is unregistered, missing ones are allocated.
-pub fn give_blocks(pool: &mut BlockPool<SeqCache>, cache: &mut Dsv4Cache, seq: SeqSlot, from: usize, to: usize) {
+pub fn give_blocks<T>(pool: &mut BlockPool<T>, cache: &mut Dsv4Cache, seq: SeqSlot, from: usize, to: usize) {
     let table = cache.tables.entry(seq).or_default();
     let need = blocks_for(to);
     for i in from / BLOCK_TOKENS..table.len().min(need) {
@@ -26,7 +26,7 @@ pub fn give_blocks(pool: &mut BlockPool<SeqCache>, cache: &mut Dsv4Cache, seq: S
 }
 
 /// Forgets `seq`'s state and releases its blocks, the last first (so a prefix's tail is reused before its head).
-pub fn free_seq(pool: &mut BlockPool<SeqCache>, cache: &mut Dsv4Cache, seq: SeqSlot) {
+pub fn free_seq<T>(pool: &mut BlockPool<T>, cache: &mut Dsv4Cache, seq: SeqSlot) {
     for b in cache.remove(seq).into_iter().rev() {
         pool.release(b);
     }
@@ -65,7 +65,7 @@ mod tests {
         let mut copied = Vec::new();
         cache.store.gather(&table, s, 6, &mut copied);
         assert_eq!(copied[10..], [1.0, 2.0], "the copy holds the shared block's entries");
-        assert!(pool.register(7, 0, &[1], shared[0], SeqCache::default()).is_some());
+        assert!(pool.register(7, 0, &[1], shared[0], ()).is_some());
         give_blocks(&mut pool, &mut cache, a, 120, 121);
         assert!(
             !pool.is_registered(shared[0]),

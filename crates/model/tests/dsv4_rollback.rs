@@ -70,9 +70,9 @@ fn drafted(m: &Dsv4Model, tokens: &[u32], start: usize, rows: usize, keep: usize
             *t = (*t + 17) % 129_000;
         }
     }
-    cache.seqs.get_mut(&SEQ).unwrap().mark(Stage::Main, rows, &m.config);
+    cache.mark(SEQ, Stage::Main, rows, &m.config, &m.layout);
     feed(m, &mut cache, &run, true);
-    cache.seqs.get_mut(&SEQ).unwrap().settle(keep as u32, &m.config);
+    cache.settle(SEQ, keep as u32, &m.config, &m.layout);
     cache
 }
 
@@ -86,7 +86,8 @@ fn check(m: &Dsv4Model, start: usize, rows: usize, keep: usize) {
     assert_eq!(g.len, keep as u32, "{label}");
     assert!(g.mark.is_none(), "{label}: the mark was dropped");
     for (l, (gl, wl)) in g.layers.iter().zip(&w.layers).enumerate() {
-        assert!(gl.window == wl.window, "{label}: layer {l} window differs");
+        let window = |c: &Dsv4Cache| bits(&c.window_rows(SEQ, l, &m.config, &m.layout));
+        assert!(window(&got) == window(&want), "{label}: layer {l} window differs");
         assert_eq!(gl.compressor, wl.compressor, "{label}: layer {l} compressor differs");
         assert_eq!(gl.indexer, wl.indexer, "{label}: layer {l} indexer differs");
     }
@@ -129,7 +130,10 @@ fn mtp_rows_settle_back_to_the_mark() {
     m.forward_mtp_with(0, &batch, &streams[..49 * d], &mut cache, CpuLaunch::serial(), &opts)
         .unwrap();
     let before: SeqCache = cache.seqs[&SEQ].clone();
-    cache.seqs.get_mut(&SEQ).unwrap().mark(Stage::Mtp(0), 3, &m.config);
+    let layer = m.config.num_hidden_layers;
+    let window = |c: &Dsv4Cache| bits(&c.window_rows(SEQ, layer, &m.config, &m.layout));
+    let window_before = window(&cache);
+    cache.mark(SEQ, Stage::Mtp(0), 3, &m.config, &m.layout);
     let mut stream = streams[49 * d..].to_vec();
     for (i, &tok) in t[50..53].iter().enumerate() {
         let mut b = Batch::default();
@@ -140,10 +144,14 @@ fn mtp_rows_settle_back_to_the_mark() {
             .last_streams;
     }
     assert_eq!(cache.seqs[&SEQ].mtp_len, vec![52]);
+    cache.seqs.get_mut(&SEQ).unwrap().mtp_len[0] = 49;
     assert_ne!(
-        cache.seqs[&SEQ].layers, before.layers,
-        "the chained rows wrote the MTP window"
+        window(&cache),
+        window_before,
+        "the chained rows wrote over the MTP window"
     );
-    cache.seqs.get_mut(&SEQ).unwrap().settle(49, &m.config);
+    cache.seqs.get_mut(&SEQ).unwrap().mtp_len[0] = 52;
+    cache.settle(SEQ, 49, &m.config, &m.layout);
     assert_eq!(cache.seqs[&SEQ], before);
+    assert_eq!(window(&cache), window_before, "the MTP window rows are back");
 }

@@ -25,6 +25,9 @@ pub struct Metrics {
     running: Gauge,
     waiting: Gauge,
     kv_usage: Gauge<f64, AtomicU64>,
+    kv_bytes: Gauge,
+    kv_used_bytes: Gauge,
+    seq_state_bytes: Gauge,
     vllm_running: Gauge,
     vllm_waiting: Gauge,
     vllm_gpu_cache: Gauge<f64, AtomicU64>,
@@ -51,6 +54,9 @@ impl Metrics {
             running: Gauge::default(),
             waiting: Gauge::default(),
             kv_usage: Gauge::default(),
+            kv_bytes: Gauge::default(),
+            kv_used_bytes: Gauge::default(),
+            seq_state_bytes: Gauge::default(),
             vllm_running: Gauge::default(),
             vllm_waiting: Gauge::default(),
             vllm_gpu_cache: Gauge::default(),
@@ -95,6 +101,21 @@ impl Metrics {
             "Cache pool blocks in use over the pool's blocks",
             m.kv_usage.clone(),
         );
+        r.register(
+            "tensorfold_kv_cache_bytes",
+            "Bytes of the cache pool's blocks (every sequence's state lives in them)",
+            m.kv_bytes.clone(),
+        );
+        r.register(
+            "tensorfold_kv_cache_used_bytes",
+            "Bytes of the cache blocks running requests hold",
+            m.kv_used_bytes.clone(),
+        );
+        r.register(
+            "tensorfold_seq_state_bytes",
+            "Bytes running requests hold outside the cache pool (unfinished compression windows, MTP stream)",
+            m.seq_state_bytes.clone(),
+        );
         // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
         r.register("vllm:num_requests_running", "Requests running", m.vllm_running.clone());
         r.register("vllm:num_requests_waiting", "Requests waiting", m.vllm_waiting.clone());
@@ -130,6 +151,10 @@ impl Metrics {
         self.vllm_running.set(stats.running as i64);
         self.vllm_waiting.set(stats.waiting as i64);
         self.kv_usage.set(usage);
+        let bytes = |blocks: usize| (blocks as u64).saturating_mul(stats.block_bytes as u64) as i64;
+        self.kv_bytes.set(bytes(stats.blocks_total));
+        self.kv_used_bytes.set(bytes(stats.blocks_used));
+        self.seq_state_bytes.set(stats.seq_state_bytes as i64);
         self.vllm_gpu_cache.set(usage);
         self.vllm_kv_cache.set(usage);
         let mut out = String::new();
@@ -150,6 +175,7 @@ mod tests {
             blocks_used: 3,
             blocks_cached: 5,
             blocks_reserved: 9,
+            block_bytes: 1000,
             ..Default::default()
         };
         let text = m.render(&stats);
@@ -160,6 +186,8 @@ mod tests {
         ] {
             assert!(text.contains(&format!("{name} 0.25")), "{name} in\n{text}");
         }
+        assert!(text.contains("tensorfold_kv_cache_bytes 12000"), "{text}");
+        assert!(text.contains("tensorfold_kv_cache_used_bytes 3000"), "{text}");
         assert!(
             m.render(&EngineStats::default())
                 .contains("vllm:kv_cache_usage_perc 0.0")

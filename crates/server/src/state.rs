@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub parallel: usize,
     /// Requests that may wait beyond `parallel` before 429.
     pub max_queue: usize,
+    /// Bytes of cache blocks; `None` holds `parallel` requests of `context` tokens.
+    pub kv_cache_bytes: Option<u64>,
     /// Whether requests may use drafts.
     pub drafts: bool,
     /// Chained MTP drafts per round when drafts are on.
@@ -48,6 +50,7 @@ impl Default for ServerConfig {
             max_tokens: 1024,
             parallel: 16,
             max_queue: 256,
+            kv_cache_bytes: None,
             drafts: true,
             mtp_drafts: DraftConfig::default().mtp_drafts,
             threads: 2,
@@ -128,7 +131,10 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     let context = cfg.context.min(loaded.max_context).max(2);
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
-        pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
+        pool_blocks: match cfg.kv_cache_bytes {
+            Some(bytes) => loaded.runner.layout().blocks_in(bytes),
+            None => context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
+        },
         drafts: if cfg.drafts {
             DraftConfig {
                 mtp_drafts: cfg.mtp_drafts,

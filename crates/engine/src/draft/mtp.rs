@@ -35,8 +35,13 @@ pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Res
     let (mut streams, mut logit_rows, mut last_row) = (Vec::new(), Vec::new(), Vec::new());
     for l in lanes {
         if l.propose > 0 {
-            let seq = cache.seqs.get_mut(&l.seq).expect("a running sequence has state");
-            seq.mark(Stage::Mtp(0), l.next.len() + l.propose - 1, geometry);
+            cache.mark(
+                l.seq,
+                Stage::Mtp(0),
+                l.next.len() + l.propose - 1,
+                geometry,
+                runner.layout(),
+            );
         }
         batch.push_seq(l.seq, l.from as u32, &l.next);
         streams.extend_from_slice(&l.streams);
@@ -81,8 +86,7 @@ pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Res
         active = still;
     }
     for l in lanes.iter().filter(|l| l.propose > 0) {
-        let seq = cache.seqs.get_mut(&l.seq).expect("a running sequence has state");
-        seq.settle((l.from + l.kept()) as u32, geometry);
+        cache.settle(l.seq, (l.from + l.kept()) as u32, geometry, runner.layout());
     }
     Ok(drafts)
 }

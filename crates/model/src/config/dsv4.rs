@@ -140,6 +140,16 @@ impl Dsv4Config {
                 return fail(field, "must be at least 1".into());
             }
         }
+        let block = crate::dsv4::blocks::BLOCK_TOKENS;
+        if self.sliding_window > block {
+            return fail(
+                "sliding_window",
+                format!(
+                    "is {}, the cache keeps a window within one block of {block} tokens",
+                    self.sliding_window
+                ),
+            );
+        }
         if self.model_type != MODEL_TYPE {
             return fail(
                 "model_type",

@@ -1,10 +1,10 @@
-//! Each sequence's state for the DeepSeek V4 forward pass: its private tail (window KV, unfinished compressor rows) and its table of blocks (finished compressed KV, indexer keys).
+//! Each sequence's state for the DeepSeek V4 forward pass: its table of blocks (window KV, finished compressed KV, indexer keys, what a boundary carries) and the projections of its unfinished compression windows.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::batch::SeqSlot;
-use super::blocks::{BLOCK_TOKENS, BlockId, BlockStore};
+use super::blocks::{BLOCK_TOKENS, BlockId, BlockLayout, BlockStore, EntryKind};
 use crate::config::dsv4::Dsv4Config;
 
 /// What a family's per-sequence state looks like: the window, the compressors each layer owns, the token look-back.
@@ -23,6 +23,10 @@ pub trait CacheGeometry {
     fn owns_index_keys(&self, layer_idx: usize) -> bool;
     /// Whether those keys come from a compressor of their own (V4's indexer) rather than from the KV entries.
     fn has_index_compressor(&self, layer_idx: usize) -> bool;
+    /// Floats per row of the output streams the MTP layers run after a boundary (`hc_mult * hidden_size`).
+    fn stream_width(&self) -> usize;
+    /// Whether a sequence keeps the token ids of its positions (V4.1's Engram n-grams look back at them).
+    fn keeps_tokens(&self) -> bool;
 }
 
 impl CacheGeometry for Dsv4Config {
@@ -56,6 +60,14 @@ impl CacheGeometry for Dsv4Config {
 
     fn has_index_compressor(&self, layer_idx: usize) -> bool {
         self.compress_ratio(layer_idx) == 4
+    }
+
+    fn stream_width(&self) -> usize {
+        self.hc_mult * self.hidden_size
+    }
+
+    fn keeps_tokens(&self) -> bool {
+        false
     }
 }
 
@@ -105,11 +117,9 @@ impl CompressorState {
     }
 }
 
-/// One layer's state for one sequence.
+/// One layer's compressor states for one sequence (its window rows are in the sequence's blocks).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LayerCache {
-    /// The last `sliding_window` KV entries; position p at row `p % sliding_window`.
-    pub window: Vec<f32>, // [sliding_window, head_dim]
     pub compressor: Option<CompressorState>,
     pub indexer: Option<CompressorState>,
 }
@@ -131,7 +141,7 @@ pub struct Mark {
     pub window: Vec<Vec<f32>>, // [layers][rows, head_dim]
 }
 
-/// One sequence's private state across the main layers, then the MTP layers; its finished entries are in its blocks.
+/// One sequence's state outside its blocks, across the main layers, then the MTP layers: positions and unfinished compression windows.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SeqCache {
     /// Tokens the main layers have processed (the next row's position).
@@ -143,7 +153,7 @@ pub struct SeqCache {
     pub mtp_stream: Vec<f32>, // [hc, D]
     /// Set while rows that may be rolled back run.
     pub mark: Option<Mark>,
-    /// The token ids of positions `0..len`, when the family looks back at them (V4.1's Engram n-grams).
+    /// The token ids of positions `0..len`, when the family looks back at them (V4.1's Engram n-grams); each block keeps its own too.
     pub tokens: Vec<u32>,
 }
 
@@ -152,7 +162,6 @@ impl SeqCache {
     pub fn new(config: &(impl CacheGeometry + ?Sized)) -> SeqCache {
         let layers = (0..config.num_main_layers() + config.num_mtp_layers())
             .map(|i| LayerCache {
-                window: vec![0.0; config.sliding_window() * config.head_dim()],
                 compressor: (config.owned_ratio(i) != 0).then(CompressorState::default),
                 indexer: config.has_index_compressor(i).then(CompressorState::default),
             })
@@ -167,6 +176,13 @@ impl SeqCache {
         }
     }
 
+    /// Floats held outside the blocks: projections of unfinished compression windows, the MTP input stream, rows saved for a rollback, the token look-back.
+    pub fn floats(&self) -> usize {
+        let layers = self.layers.iter().flat_map(|l| [&l.compressor, &l.indexer]).flatten();
+        let saved = self.mark.as_ref().map_or(0, |m| m.window.iter().map(Vec::len).sum());
+        layers.map(|s| s.kv.len() + s.gate.len()).sum::<usize>() + self.mtp_stream.len() + saved + self.tokens.len()
+    }
+
     /// The next position `stage` will process.
     pub fn position(&self, stage: Stage) -> u32 {
         match stage {
@@ -175,70 +191,22 @@ impl SeqCache {
         }
     }
 
-    fn layer_range(stage: Stage, config: &(impl CacheGeometry + ?Sized)) -> Range<usize> {
-        let main = config.num_main_layers();
+    /// The layers `stage` runs.
+    pub fn layer_range(stage: Stage, config: &(impl CacheGeometry + ?Sized)) -> Range<usize> {
         match stage {
-            Stage::Main => 0..main,
-            Stage::Mtp(i) => main + i..main + i + 1,
-        }
-    }
-
-    /// Remembers what running up to `rows` more rows through `stage` overwrites, so `settle` can return to any length in between.
-    pub fn mark(&mut self, stage: Stage, rows: usize, config: &(impl CacheGeometry + ?Sized)) {
-        assert!(self.mark.is_none(), "a sequence holds one mark at a time");
-        let (window, hd) = (config.sliding_window(), config.head_dim());
-        assert!(rows <= window, "{rows} marked rows overrun the {window}-row window");
-        let start = self.position(stage);
-        let saved = Self::layer_range(stage, config)
-            .map(|l| {
-                let layer = &mut self.layers[l];
-                for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
-                    st.pinned = true;
-                }
-                (start as usize..start as usize + rows)
-                    .flat_map(|p| layer.window[p % window * hd..(p % window + 1) * hd].iter().copied())
-                    .collect()
-            })
-            .collect();
-        self.mark = Some(Mark {
-            stage,
-            start,
-            window: saved,
-        });
-    }
-
-    /// Keeps the marked stage's first `len` positions and undoes the rest exactly, as if they never ran; drops the mark.
-    pub fn settle(&mut self, len: u32, config: &(impl CacheGeometry + ?Sized)) {
-        let mark = self.mark.take().expect("settle needs a mark");
-        let now = self.position(mark.stage);
-        assert!(
-            mark.start <= len && len <= now,
-            "settle to {len} outside the marked rows {}..{now}",
-            mark.start
-        );
-        let (window, hd) = (config.sliding_window(), config.head_dim());
-        for (l, saved) in Self::layer_range(mark.stage, config).zip(&mark.window) {
-            let layer = &mut self.layers[l];
-            for p in len..now {
-                let (slot, i) = (p as usize % window, (p - mark.start) as usize);
-                layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&saved[i * hd..(i + 1) * hd]);
-            }
-            let ratio = config.owned_ratio(l);
-            for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
-                st.truncate(now, len, ratio);
-            }
-        }
-        match mark.stage {
-            Stage::Main => {
-                self.len = len;
-                self.tokens.truncate(len as usize);
-            }
-            Stage::Mtp(i) => self.mtp_len[i] = len,
+            Stage::Main => 0..config.num_main_layers(),
+            Stage::Mtp(i) => config.num_main_layers() + i..config.num_main_layers() + i + 1,
         }
     }
 }
 
-/// Blocks that hold the entries of positions below `end`.
+/// What a registered block keeps besides its floats: whether the MTP layers had caught up at its end (their window rows and input stream are then in the block).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    pub mtp_synced: bool,
+}
+
+/// Blocks that hold the state of positions below `end`.
 pub fn blocks_for(end: usize) -> usize {
     end.div_ceil(BLOCK_TOKENS)
 }
@@ -247,7 +215,7 @@ pub fn blocks_for(end: usize) -> usize {
 #[derive(Clone, Debug, Default)]
 pub struct Dsv4Cache {
     pub seqs: BTreeMap<SeqSlot, SeqCache>,
-    /// Each sequence's blocks: block i holds the entries of positions `[128 i, 128 (i + 1))`.
+    /// Each sequence's blocks: block i holds its state for positions `[128 i, 128 (i + 1))`.
     pub tables: BTreeMap<SeqSlot, Vec<BlockId>>,
     pub store: BlockStore,
 }
@@ -301,5 +269,180 @@ impl Dsv4Cache {
             self.store.give_back(table);
             Vec::new()
         }
+    }
+
+    /// Remembers what running up to `rows` more rows of `seq` through `stage` overwrites, so `settle` can return to any length in between; the owner gives the rows' blocks first.
+    pub fn mark(&mut self, seq: SeqSlot, stage: Stage, rows: usize, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) {
+        let window = config.sliding_window();
+        assert!(rows <= window, "{rows} marked rows overrun the {window}-row window");
+        let start = self.seq_mut(seq, config).position(stage) as usize;
+        let layers = SeqCache::layer_range(stage, config);
+        self.cover(seq, layout.window_pos(layers.start, start + rows))
+            .expect("a marked sequence holds blocks for its rows");
+        let Dsv4Cache { seqs, tables, store } = self;
+        let state = seqs.get_mut(&seq).expect("a marked sequence has state");
+        assert!(state.mark.is_none(), "a sequence holds one mark at a time");
+        let mut saved = Vec::new();
+        for l in layers {
+            let layer = &mut state.layers[l];
+            for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
+                st.pinned = true;
+            }
+            let mut rows_before = Vec::with_capacity(rows * config.head_dim());
+            for p in start..start + rows {
+                let q = layout.window_pos(l, p);
+                rows_before.extend_from_slice(store.row_or_alloc(&tables[&seq], layout.window(l), q, layout.floats));
+            }
+            saved.push(rows_before);
+        }
+        state.mark = Some(Mark {
+            stage,
+            start: start as u32,
+            window: saved,
+        });
+    }
+
+    /// Keeps the marked stage's first `len` positions of `seq` and undoes the rest exactly, as if they never ran; drops the mark.
+    pub fn settle(&mut self, seq: SeqSlot, len: u32, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) {
+        let Dsv4Cache { seqs, tables, store } = self;
+        let state = seqs.get_mut(&seq).expect("a marked sequence has state");
+        let mark = state.mark.take().expect("settle needs a mark");
+        let now = state.position(mark.stage);
+        assert!(
+            mark.start <= len && len <= now,
+            "settle to {len} outside the marked rows {}..{now}",
+            mark.start
+        );
+        let hd = config.head_dim();
+        for (l, saved) in SeqCache::layer_range(mark.stage, config).zip(&mark.window) {
+            for p in len..now {
+                let (q, i) = (layout.window_pos(l, p as usize), (p - mark.start) as usize);
+                store.put_row(
+                    &tables[&seq],
+                    layout.window(l),
+                    q,
+                    &saved[i * hd..(i + 1) * hd],
+                    layout.floats,
+                );
+            }
+            let ratio = config.owned_ratio(l);
+            let layer = &mut state.layers[l];
+            for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
+                st.truncate(now, len, ratio);
+            }
+        }
+        match mark.stage {
+            Stage::Main => {
+                state.len = len;
+                state.tokens.truncate(len as usize);
+            }
+            Stage::Mtp(i) => state.mtp_len[i] = len,
+        }
+    }
+
+    /// The window rows layer `layer_idx` of `seq` reads before its next position, oldest first.
+    pub fn window_rows(&self, seq: SeqSlot, layer_idx: usize, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) -> Vec<f32> {
+        let state = &self.seqs[&seq];
+        let main = config.num_main_layers();
+        let pos = if layer_idx < main {
+            state.len
+        } else {
+            state.mtp_len[layer_idx - main]
+        } as usize;
+        let first = pos.saturating_sub(config.sliding_window() - 1);
+        let s = layout.window(layer_idx);
+        (first..pos)
+            .flat_map(|p| {
+                self.store
+                    .row(self.table(seq), s, layout.window_pos(layer_idx, p))
+                    .iter()
+                    .copied()
+            })
+            .collect()
+    }
+
+    /// Writes what `seq` carries past the block boundary it stands at into its last block (compressor tails, the MTP stream), so the block alone resumes it.
+    pub fn capture(&mut self, seq: SeqSlot, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) -> Boundary {
+        let Dsv4Cache { seqs, tables, store } = self;
+        let state = &seqs[&seq];
+        let len = state.len as usize;
+        assert!(
+            len > 0 && len.is_multiple_of(BLOCK_TOKENS) && state.mark.is_none(),
+            "a boundary is captured at a block's end, with no rows marked"
+        );
+        let block = tables[&seq][len / BLOCK_TOKENS - 1];
+        for (l, layer) in state.layers.iter().enumerate() {
+            for (kind, st) in [(EntryKind::Kv, &layer.compressor), (EntryKind::Index, &layer.indexer)] {
+                let (Some(s), Some(st)) = (layout.tail(l, kind), st) else {
+                    continue;
+                };
+                assert_eq!(
+                    st.first_pos as usize,
+                    len - s.per_block / 2,
+                    "layer {l} carries its tail"
+                );
+                let part = store.part_mut(block, s, layout.floats);
+                let (kv, gate) = part.split_at_mut(part.len() / 2);
+                kv.copy_from_slice(&st.kv);
+                gate.copy_from_slice(&st.gate);
+            }
+        }
+        let main = config.num_main_layers();
+        let mtp_synced = match layout.mtp_stream {
+            Some(s) => {
+                let synced = state.mtp_len.iter().all(|&m| m as usize + 1 == len)
+                    && state.layers[main..].iter().all(|l| l.compressor.is_none())
+                    && state.mtp_stream.len() == s.width;
+                if synced {
+                    store
+                        .part_mut(block, s, layout.floats)
+                        .copy_from_slice(&state.mtp_stream);
+                }
+                synced
+            }
+            None => false,
+        };
+        Boundary { mtp_synced }
+    }
+
+    /// Makes `seq` resume after the blocks of `table` (whole blocks, the last one captured), as if it had run their tokens itself.
+    pub fn resume(
+        &mut self,
+        seq: SeqSlot,
+        table: Vec<BlockId>,
+        boundary: Boundary,
+        config: &(impl CacheGeometry + ?Sized),
+        layout: &BlockLayout,
+    ) {
+        let len = table.len() * BLOCK_TOKENS;
+        let block = *table.last().expect("a resume point follows at least one block");
+        let mut state = SeqCache::new(config);
+        state.len = len as u32;
+        for (l, layer) in state.layers.iter_mut().enumerate().take(config.num_main_layers()) {
+            let ratio = config.owned_ratio(l);
+            for (kind, st) in [
+                (EntryKind::Kv, &mut layer.compressor),
+                (EntryKind::Index, &mut layer.indexer),
+            ] {
+                let Some(st) = st else { continue };
+                st.num_entries = len / ratio;
+                st.first_pos = CompressorState::keep_from(len as u32, ratio);
+                if let Some(s) = layout.tail(l, kind) {
+                    let (kv, gate) = self.store.part(block, s).split_at(s.per_block / 2 * s.width);
+                    st.kv = kv.to_vec();
+                    st.gate = gate.to_vec();
+                }
+            }
+        }
+        if let (true, Some(s)) = (boundary.mtp_synced, layout.mtp_stream) {
+            state.mtp_len.iter_mut().for_each(|m| *m = len as u32 - 1);
+            state.mtp_stream = self.store.part(block, s).to_vec();
+        }
+        if let Some(s) = layout.tokens {
+            let ids = table.iter().flat_map(|&b| self.store.part(b, s).iter().map(|t| t.to_bits()));
+            state.tokens = ids.collect();
+        }
+        self.seqs.insert(seq, state);
+        self.tables.insert(seq, table);
     }
 }

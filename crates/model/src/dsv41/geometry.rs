@@ -40,4 +40,12 @@ impl CacheGeometry for Dsv41TextConfig {
     fn has_index_compressor(&self, _layer_idx: usize) -> bool {
         false
     }
+
+    fn stream_width(&self) -> usize {
+        self.hc_mult * self.hidden_size
+    }
+
+    fn keeps_tokens(&self) -> bool {
+        !self.engram_layer_ids.is_empty()
+    }
 }

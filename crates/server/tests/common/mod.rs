@@ -64,6 +64,7 @@ pub fn config(name: &str) -> ServerConfig {
         max_tokens: 64,
         parallel: 16,
         max_queue: 64,
+        kv_cache_bytes: None,
         drafts: true,
         mtp_drafts: 1,
         threads: 1,

@@ -1,4 +1,4 @@
-//! One layer's attention: queries, KV into the window, compressed entries, indexer top-k, sparse attention with the sink, inverse RoPE and the grouped output projection.
+//! One layer's attention: queries, KV into the window rows of the sequence's blocks, compressed entries, indexer top-k, sparse attention with the sink, inverse RoPE and the grouped output projection.
 
 use tensorfold_kernels::index_scores::IndexShape;
 use tensorfold_kernels::sparse_attn::AttnShape;
@@ -57,12 +57,14 @@ pub(crate) fn attention(
     ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
     ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);
 
-    let window = c.sliding_window;
+    let (layout, section) = (&m.layout, m.layout.window(layer_idx));
     for g in &pass.groups {
-        let layer = &mut cache.seq_mut(g.seq, c).layers[layer_idx];
         for (i, &r) in g.rows.iter().enumerate() {
-            let slot = (g.start as usize + i) % window;
-            layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&kv[r * hd..(r + 1) * hd]);
+            let q = layout.window_pos(layer_idx, g.start as usize + i);
+            let value = &kv[r * hd..(r + 1) * hd];
+            cache
+                .store
+                .put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
         }
     }
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
@@ -154,14 +156,15 @@ fn gather(
     // The kernel reads one contiguous KV table, so each round gathers the entries from the sequences' blocks.
     let mut table = Vec::new();
     let mut lists: Vec<Vec<i32>> = vec![Vec::new(); rows];
+    let (layout, section) = (&pass.model.layout, pass.model.layout.window(layer_idx));
     for g in &pass.groups {
         let layer = &cache.seqs[&g.seq].layers[layer_idx];
         let start = g.start as usize;
         let first = start.saturating_sub(window - 1);
         let base = (table.len() / hd) as i64 - first as i64;
         for p in first..start {
-            let slot = p % window;
-            table.extend_from_slice(&layer.window[slot * hd..(slot + 1) * hd]);
+            let q = layout.window_pos(layer_idx, p);
+            table.extend_from_slice(cache.store.row(cache.table(g.seq), section, q));
         }
         for &r in &g.rows {
             table.extend_from_slice(&kv[r * hd..(r + 1) * hd]);

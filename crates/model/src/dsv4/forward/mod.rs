@@ -26,7 +26,7 @@ pub struct Dsv4Model {
     pub config: Dsv4Config,
     pub weights: Dsv4Weights,
     pub semantics: Semantics,
-    /// Where each layer's finished entries sit in a cache block.
+    /// Where each layer's window rows, finished entries and boundary tails sit in a cache block.
     pub layout: BlockLayout,
     /// RoPE inverse frequencies of window-only layers (plain) and compressed layers (YaRN).
     rope_main: Vec<f32>,
@@ -115,7 +115,7 @@ impl Dsv4Model {
         }
     }
 
-    /// Checks `batch` against each sequence's position (`at`), its blocks (when `layers` keep entries in them) and the vocabulary, and lays out its rows.
+    /// Checks `batch` against each sequence's position (`at`), its blocks (every layer keeps window rows in them) and the vocabulary, and lays out its rows.
     fn pass(
         &self,
         batch: &Batch,
@@ -124,7 +124,6 @@ impl Dsv4Model {
         layers: Range<usize>,
         at: impl Fn(&SeqCache) -> u32,
     ) -> Result<Pass<'_>, String> {
-        let writes_entries = self.layout.has_entries(layers);
         let c = &self.config;
         let groups = batch.by_seq()?;
         for g in &groups {
@@ -135,9 +134,8 @@ impl Dsv4Model {
                     g.seq.0, g.start
                 ));
             }
-            if writes_entries {
-                cache.cover(g.seq, g.start as usize + g.rows.len())?;
-            }
+            let end = g.start as usize + g.rows.len();
+            cache.cover(g.seq, self.layout.window_pos(layers.start, end))?;
         }
         if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));

@@ -59,12 +59,14 @@ pub(crate) fn attention(
     sparse_attn(&q, &lists, &table, &w.attn_sink, shape, &mut o, l, f);
     rope(&mut o, &pass.positions, hd, freqs, true, l, f);
 
-    let window = c.sliding_window;
+    let (layout, section) = (&pass.model.layout, pass.model.layout.window(layer_idx));
     for g in &pass.groups {
-        let layer = &mut cache.seq_mut(g.seq, c).layers[layer_idx];
         for (i, &r) in g.rows.iter().enumerate() {
-            let slot = (g.start as usize + i) % window;
-            layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&kv[r * hd..(r + 1) * hd]);
+            let q = layout.window_pos(layer_idx, g.start as usize + i);
+            let value = &kv[r * hd..(r + 1) * hd];
+            cache
+                .store
+                .put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
         }
     }
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
@@ -84,15 +86,15 @@ fn gather(
     let source = c.layer_plan(layer_idx).kv_source;
     let mut table = Vec::new();
     let mut lists: Vec<Vec<i32>> = vec![Vec::new(); rows];
+    let (layout, window_rows) = (&pass.model.layout, pass.model.layout.window(layer_idx));
     for g in &pass.groups {
         let seq = &cache.seqs[&g.seq];
-        let layer = &seq.layers[layer_idx];
         let start = g.start as usize;
         let first = start.saturating_sub(window - 1);
         let base = (table.len() / hd) as i64 - first as i64;
         for p in first..start {
-            let slot = p % window;
-            table.extend_from_slice(&layer.window[slot * hd..(slot + 1) * hd]);
+            let q = layout.window_pos(layer_idx, p);
+            table.extend_from_slice(cache.store.row(cache.table(g.seq), window_rows, q));
         }
         for &r in &g.rows {
             table.extend_from_slice(&kv[r * hd..(r + 1) * hd]);

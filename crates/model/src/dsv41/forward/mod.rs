@@ -190,8 +190,13 @@ impl Dsv41Model {
         for g in &pass.groups {
             let seq = cache.seq_mut(g.seq, c);
             seq.len += g.rows.len() as u32;
-            if !c.engram_layer_ids.is_empty() {
+            if let Some(s) = self.layout.tokens {
                 seq.tokens.extend(g.rows.iter().map(|&r| pass.token_ids[r] as u32));
+                for (i, &r) in g.rows.iter().enumerate() {
+                    let id = [f32::from_bits(pass.token_ids[r] as u32)];
+                    let (table, at) = (&cache.tables[&g.seq], g.start as usize + i);
+                    cache.store.put_row(table, s, at, &id, self.layout.floats);
+                }
             }
         }
         let picked: Vec<usize> = opts.logit_rows.clone().unwrap_or_else(|| (0..rows).collect());
