@@ -100,6 +100,17 @@ fn missing_text_field_is_named() {
 }
 
 #[test]
+fn a_window_beyond_one_cache_block_is_named() {
+    let mut v = json(Dsv41Preset::Tiny);
+    v["text_config"]["sliding_window"] = serde_json::json!(129);
+    let err = parse_err(&v);
+    assert!(
+        err.contains("field `text_config.sliding_window`") && err.contains("one block of 128 tokens"),
+        "{err}"
+    );
+}
+
+#[test]
 fn engram_rows_must_match_the_derived_primes() {
     let mut v = json(Dsv41Preset::Tiny);
     v["text_config"]["engram_num_embeddings"][1] = serde_json::json!(30_000);

@@ -245,6 +245,16 @@ impl Dsv41TextConfig {
     }
 
     fn validate_shapes(&self) -> Result<(), (&'static str, String)> {
+        let block = crate::dsv4::blocks::BLOCK_TOKENS;
+        if self.sliding_window > block {
+            return Err((
+                "sliding_window",
+                format!(
+                    "is {}, the cache keeps a window within one block of {block} tokens",
+                    self.sliding_window
+                ),
+            ));
+        }
         if self.num_key_value_heads != 1 {
             return Err((
                 "num_key_value_heads",

@@ -85,9 +85,7 @@ impl BlockLayout {
                         "compress ratio {ratio} does not divide the block of {BLOCK_TOKENS} tokens"
                     );
                     let kv = section(BLOCK_TOKENS / ratio, hd);
-                    let index = config
-                        .owns_index_keys(i)
-                        .then(|| section(BLOCK_TOKENS / ratio, ihd));
+                    let index = config.owns_index_keys(i).then(|| section(BLOCK_TOKENS / ratio, ihd));
                     [Some(kv), index]
                 }
             })

@@ -272,7 +272,14 @@ impl Dsv4Cache {
     }
 
     /// Remembers what running up to `rows` more rows of `seq` through `stage` overwrites, so `settle` can return to any length in between; the owner gives the rows' blocks first.
-    pub fn mark(&mut self, seq: SeqSlot, stage: Stage, rows: usize, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) {
+    pub fn mark(
+        &mut self,
+        seq: SeqSlot,
+        stage: Stage,
+        rows: usize,
+        config: &(impl CacheGeometry + ?Sized),
+        layout: &BlockLayout,
+    ) {
         let window = config.sliding_window();
         assert!(rows <= window, "{rows} marked rows overrun the {window}-row window");
         let start = self.seq_mut(seq, config).position(stage) as usize;
@@ -341,7 +348,13 @@ impl Dsv4Cache {
     }
 
     /// The window rows layer `layer_idx` of `seq` reads before its next position, oldest first.
-    pub fn window_rows(&self, seq: SeqSlot, layer_idx: usize, config: &(impl CacheGeometry + ?Sized), layout: &BlockLayout) -> Vec<f32> {
+    pub fn window_rows(
+        &self,
+        seq: SeqSlot,
+        layer_idx: usize,
+        config: &(impl CacheGeometry + ?Sized),
+        layout: &BlockLayout,
+    ) -> Vec<f32> {
         let state = &self.seqs[&seq];
         let main = config.num_main_layers();
         let pos = if layer_idx < main {
@@ -439,7 +452,9 @@ impl Dsv4Cache {
             state.mtp_stream = self.store.part(block, s).to_vec();
         }
         if let Some(s) = layout.tokens {
-            let ids = table.iter().flat_map(|&b| self.store.part(b, s).iter().map(|t| t.to_bits()));
+            let ids = table
+                .iter()
+                .flat_map(|&b| self.store.part(b, s).iter().map(|t| t.to_bits()));
             state.tokens = ids.collect();
         }
         self.seqs.insert(seq, state);
