@@ -2,7 +2,7 @@
 """Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
-(`pick_cubins.py` copies them out of the NVRTC cache). Each row: median ms of the GEMM launch alone (activations already quantised),
+(`pick_cubins.py` copies them out of the NVRTC cache). Each row: median ms of the GEMM launch alone (activations already quantised to f16 rows of K rounded up to 8),
 its TFLOP/s, and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
 
@@ -88,24 +88,27 @@ def main():
                 continue
             x = torch.randn(m, k, device="cuda") * 2
             y = torch.empty(m, n, device="cuda")
-            q = torch.empty(m, k, device="cuda")
+            kp = (k + 7) // 8 * 8
+            q16 = torch.zeros(m, kp, dtype=torch.int16, device="cuda")
             qs = torch.empty(m, (k + 127) // 128, device="cuda")
             tiles = ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
-                launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
-                run = lambda: launch(fp8["fp8_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
+                run = lambda: launch(fp8["fp8_gemm"], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
+                q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
                 ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.double().T
             elif kind == "fp4":
                 w = torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda")
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
-                launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
-                run = lambda: launch(fp4["mxfp4_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
+                run = lambda: launch(fp4["mxfp4_gemm"], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
+                q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")
                 nib = torch.stack([w & 15, w >> 4], 1).view(n, k).long()
                 wd = grid_v[nib].double() * torch.pow(2.0, s.double() - 127).view(n, k // 32).repeat_interleave(32, 1)

@@ -10,7 +10,11 @@ pub const MAX_K: usize = 8192;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
-    source: concat!(include_str!("../cuda/mma.cuh"), include_str!("fp8_gemm.cu")),
+    source: concat!(
+        include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/mma_pipe.cuh"),
+        include_str!("fp8_gemm.cu")
+    ),
     entries: &["fp8_gemm_quant", "fp8_gemm"],
     controls: &["race_no_sync", "lost_act_scale", "skip_last_column", "drop_tail_block"],
     records: &[
@@ -40,14 +44,14 @@ pub fn fp8_gemm_cuda(
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
-    let mut q = gpu.upload(&vec![0f32; m * k])?;
+    let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
     let mut y = gpu.output(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
         b.arg(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
+        // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
     {

@@ -10,6 +10,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu")
     ),
@@ -44,14 +45,14 @@ pub fn mxfp4_gemm_cuda(
     let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
-    let mut q = gpu.upload(&vec![0f32; m * k])?;
+    let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
     let mut y = gpu.output(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
         b.arg(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
+        // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
     {
