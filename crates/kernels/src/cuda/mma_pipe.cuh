@@ -228,3 +228,133 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
             }
     }
 }
+
+#define ROWS_BN 16
+#define ROWS_MAX 16
+
+// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ..., then all threads add them in K order.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
+    constexpr int P = FMT == MMA_FP8 ? 1 : 4;
+    __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    int tiles = (n + ROWS_BN - 1) / ROWS_BN;
+    int nblk = (k + 127) / 128;
+    int kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int stages = (kend + MMA_BK - 1) / MMA_BK;
+    int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
+    bool rev = false;
+#ifdef TF_FAULT_order_by_tile
+    rev = true;
+#endif
+    int swap = 0;
+#ifdef TF_FAULT_swap_nibbles
+    swap = 1;
+#endif
+    bool w2 = k % 2 == 0 && ((size_t)w % 2) == 0;
+    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int n0 = tile * ROWS_BN;
+        float acc = 0.0f;
+        for (int rr = 0; rr < rounds; ++rr) {
+            int r = rev ? rounds - 1 - rr : rr;
+            int c = 8 * r + warp;
+            if (c < chunks) {
+                u32 af[8][4], bf[8][2][2];
+                // Loads first (zeros outside the matrices), so the chunk's reads are in flight together.
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    int k0 = c * 128 + 16 * j;
+                    bool live = k0 < stages * MMA_BK;
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
+                        const u16* src = q + (size_t)row * q_stride + kk;
+                        u32 v = 0;
+                        if (live && row < m && kk + 1 < kend)
+                            v = *(const u32*)src;
+                        else if (live && row < m && kk < kend)
+                            v = src[0];
+                        af[j][e] = v;
+                    }
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        int gn = n0 + ni * 8 + g;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            int kk = k0 + 2 * t4 + 8 * h;
+                            u32 v = 0;
+                            if (live && gn < n) {
+                                if constexpr (FMT == MMA_FP8) {
+                                    const u8* src = w + (size_t)gn * k + kk;
+                                    if (w2 && kk + 1 < kend)
+                                        v = *(const u16*)src;
+                                    else
+                                        v = (kk < kend ? src[0] : 0u) | (kk + 1 < kend ? (u32)src[1] << 8 : 0u);
+                                } else {
+                                    v = w[(size_t)gn * (k / 2) + kk / 2];
+                                }
+                            }
+                            bf[j][ni][h] = v;
+                        }
+                    }
+                }
+                float part[P][2][4];
+#pragma unroll
+                for (int p = 0; p < P; ++p)
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    if (c * 128 + 16 * j >= stages * MMA_BK) break;
+                    constexpr int PD = FMT == MMA_FP8 ? 8 : 2;
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        u32 b[2];
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+                            b[h] = FMT == MMA_FP8 ? tf_e4m3x2_to_f16x2(bf[j][ni][h], 0x1404u) : tf_e2m1x2_to_f16x2(bf[j][ni][h], swap);
+                        tf_mma_f16(part[j / PD][ni], af[j], b);
+                    }
+                }
+#pragma unroll
+                for (int p = 0; p < P; ++p)
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
+            }
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes.
+            int gm = min(orow, m - 1), gn = min(n0 + ocol, n - 1);
+            for (int ii = 0; ii < 8 * P; ++ii) {
+                int i = rev ? 8 * P - 1 - ii : ii;
+                int t = (8 * r) * P + i;
+                if (t >= (FMT == MMA_FP8 ? chunks : stages)) continue;
+                int kb = FMT == MMA_FP8 ? t : t / 4;
+                float sa = q_scale[(size_t)gm * qs_stride + kb];
+#ifdef TF_FAULT_lost_act_scale
+                sa = 1.0f;
+#endif
+                float sw = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                          : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+                acc = fmaf(pbuf[i / P][i % P][orow * ROWS_BN + ocol], sa * sw, acc);
+            }
+            __syncthreads();
+        }
+        bool skip = orow >= m || n0 + ocol >= n;
+#ifdef TF_FAULT_skip_last_column
+        skip = skip || n0 + ocol == n - 1;
+#endif
+        if (!skip) y[(size_t)orow * y_stride + n0 + ocol] = acc;
+    }
+}

@@ -4,7 +4,7 @@ use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
-use crate::fp8_gemm::MAX_K;
+use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
@@ -14,7 +14,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu")
     ),
-    entries: &["mxfp4_gemm_quant", "mxfp4_gemm"],
+    entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"],
     controls: &["race_no_sync", "swap_nibbles", "lost_act_scale", "order_by_tile"],
     records: &[
         CudaLaunch::new(256, 65_535),
@@ -43,6 +43,7 @@ pub fn mxfp4_gemm_cuda(
     let gpu = cuda::gpu()?;
     let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
     let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
+    let rows = gpu.function(&KERNEL, "mxfp4_gemm_rows", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
     let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
@@ -57,7 +58,13 @@ pub fn mxfp4_gemm_cuda(
     }
     {
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&gemm);
+        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
+        let (f, entry, tiles) = if m <= DECODE_ROWS {
+            (&rows, "mxfp4_gemm_rows", n.div_ceil(16))
+        } else {
+            (&gemm, "mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
+        };
+        let mut b = gpu.stream.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
             .arg(&wd)
@@ -66,9 +73,8 @@ pub fn mxfp4_gemm_cuda(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
-        cuda::launched("mxfp4_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu, out)
 }

@@ -7,3 +7,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm(const u16* q, co
                                                             float* y, int m, int n, int k) {
     tf_mma_pipe<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
+
+// Up to 16 rows (decode): the same bits as mxfp4_gemm, with narrow tiles so more blocks stream the weights.
+extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_rows(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
+                                                                 float* y, int m, int n, int k) {
+    tf_mma_rows<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+}
