@@ -4,6 +4,7 @@ use anyhow::anyhow;
 use clap::{Args, ValueEnum};
 use tensorfold_kernels::contract::{self, Backend, KnownFindings, RunOptions};
 use tensorfold_kernels::registry;
+use tensorfold_model::dsv4::forward::device::DeviceSpec;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum BackendArg {
@@ -19,6 +20,9 @@ pub struct ContractArgs {
     /// Backend to check.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: BackendArg,
+    /// Device to check on (cpu, cuda or cuda:N); overrides --backend.
+    #[arg(long)]
+    device: Option<DeviceSpec>,
     /// Only the kernel of this name.
     #[arg(long)]
     kernel: Option<String>,
@@ -50,10 +54,17 @@ fn parse_arch(a: &str) -> anyhow::Result<u32> {
 }
 
 pub fn run(args: ContractArgs) -> anyhow::Result<()> {
-    let backend = match args.backend {
-        BackendArg::Cpu => Backend::Cpu,
-        BackendArg::Cuda => Backend::Cuda,
+    let backend = match (args.device, args.backend) {
+        (Some(DeviceSpec::Cpu), _) | (None, BackendArg::Cpu) => Backend::Cpu,
+        (Some(DeviceSpec::Cuda(_)), _) | (None, BackendArg::Cuda) => Backend::Cuda,
     };
+    if let Some(DeviceSpec::Cuda(n)) = args.device
+        && !args.compile_only
+        && !args.list
+    {
+        tensorfold_kernels::cuda::select(n)
+            .map_err(|why| anyhow!("--device cuda:{n}: CUDA is unavailable: {why}; run with --device cpu"))?;
+    }
     let kernels = registry::all();
     if let Some(name) = &args.kernel
         && !kernels.iter().any(|k| k.name() == name)

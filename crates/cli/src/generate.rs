@@ -10,7 +10,7 @@ use clap::Args;
 use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
-use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_model::dsv4::load_model;
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::{TextStream, Tokenizer};
@@ -46,6 +46,9 @@ pub struct GenerateArgs {
     /// CPU threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Where the model runs: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: DeviceSpec,
     /// Keep generating past the end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
@@ -109,7 +112,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         ignore_eos: args.ignore_eos,
         ..Default::default()
     };
-    let launch = CpuLaunch::serving(args.threads);
+    let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
     let drafts = if args.no_drafts {
         DraftConfig::off()
     } else {
@@ -122,7 +125,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         drafts,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(Box::new(Dsv4Runner { model, launch }), cfg);
+    let mut engine = Engine::new(Box::new(Dsv4Runner::new(model, device)), cfg);
     let tok = Arc::new(tok);
     let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let progress: Arc<Mutex<Progress>> = Arc::default();

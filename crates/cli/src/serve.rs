@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
+use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_server::auth::Keys;
 use tensorfold_server::{AppState, ServerConfig};
 
@@ -51,6 +52,9 @@ pub struct ServeArgs {
     /// CPU threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Where the model runs: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: DeviceSpec,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -75,6 +79,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         drafts: !args.no_drafts,
         mtp_drafts: args.mtp_drafts,
         threads: args.threads.max(1),
+        device: args.device,
         log: true,
     };
     let st = AppState::new(cfg, keys);

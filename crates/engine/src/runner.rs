@@ -1,10 +1,12 @@
 //! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state, and its MTP layer.
 
-use tensorfold_kernels::cpu::CpuLaunch;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use tensorfold_model::config::dsv4::Dsv4Config;
 use tensorfold_model::dsv4::batch::Batch;
 use tensorfold_model::dsv4::cache::Dsv4Cache;
-use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
+use tensorfold_model::dsv4::forward::device::Device;
+use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
 
 /// What a pass returns: logits of the rows asked for, and the output streams of every row.
 #[derive(Clone, Debug, Default)]
@@ -35,10 +37,38 @@ pub trait Runner: Send {
     }
 }
 
-/// DeepSeek V4 on the CPU.
+/// DeepSeek V4 on the CPU or on a GPU (weights resident there, the sequence state on the host).
 pub struct Dsv4Runner {
     pub model: Dsv4Model,
-    pub launch: CpuLaunch,
+    pub device: Device,
+}
+
+impl Dsv4Runner {
+    pub fn new(model: Dsv4Model, device: impl Into<Device>) -> Dsv4Runner {
+        Dsv4Runner {
+            model,
+            device: device.into(),
+        }
+    }
+
+    /// Runs `pass`, turning a device failure (a panic inside the kernels' dispatch) into the pass's error.
+    fn guarded(&self, pass: impl FnOnce() -> Result<Output, String>) -> Result<Rows, String> {
+        let out = match catch_unwind(AssertUnwindSafe(pass)) {
+            Ok(out) => out?,
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "a kernel panicked".into());
+                return Err(format!("the forward pass failed: {why}"));
+            }
+        };
+        Ok(Rows {
+            logits: out.logits,
+            streams: out.last_streams,
+        })
+    }
 }
 
 fn options(logit_rows: &[usize]) -> ForwardOptions {
@@ -50,13 +80,8 @@ fn options(logit_rows: &[usize]) -> ForwardOptions {
 
 impl Runner for Dsv4Runner {
     fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
-        let out = self
-            .model
-            .forward_with(batch, cache, self.launch, &options(logit_rows))?;
-        Ok(Rows {
-            logits: out.logits,
-            streams: out.last_streams,
-        })
+        let dev = self.device.clone();
+        self.guarded(|| self.model.forward_with(batch, cache, dev, &options(logit_rows)))
     }
 
     fn forward_mtp(
@@ -66,12 +91,10 @@ impl Runner for Dsv4Runner {
         cache: &mut Dsv4Cache,
         logit_rows: &[usize],
     ) -> Result<Rows, String> {
-        let out = self
-            .model
-            .forward_mtp_with(0, batch, streams, cache, self.launch, &options(logit_rows))?;
-        Ok(Rows {
-            logits: out.logits,
-            streams: out.last_streams,
+        let dev = self.device.clone();
+        self.guarded(|| {
+            self.model
+                .forward_mtp_with(0, batch, streams, cache, dev, &options(logit_rows))
         })
     }
 

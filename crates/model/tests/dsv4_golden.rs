@@ -7,6 +7,7 @@ use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::dsv4::weights::Dsv4Weights;
 use tensorfold_model::synth::{self, Preset, SynthOptions};
@@ -95,6 +96,21 @@ const REL_BOUND: f64 = 1e-5;
 
 #[test]
 fn matches_transformers() {
+    check(&Device::Cpu(CpuLaunch::serial()), REL_BOUND);
+}
+
+/// Bound on CUDA: the same f32 formulas with other summation orders (GEMM tiles, warp reductions), so the CPU's bound.
+const CUDA_REL_BOUND: f64 = 1e-5;
+
+#[test]
+fn matches_transformers_on_cuda() {
+    match DeviceSpec::Cuda(0).open(1) {
+        Ok(device) => check(&device, CUDA_REL_BOUND),
+        Err(why) => eprintln!("skipping matches_transformers_on_cuda: {why}"),
+    }
+}
+
+fn check(device: &Device, bound: f64) {
     let m = model(Semantics::transformers());
     let (d, hc, vocab) = (m.config.hidden_size, m.config.hc_mult, m.config.vocab_size);
     for name in ["short", "long"] {
@@ -102,7 +118,7 @@ fn matches_transformers() {
         let mut cache = Dsv4Cache::default();
         let mut batch = Batch::default();
         batch.push_seq(SeqSlot(0), 0, &g.ids);
-        let out = m.forward(&batch, &mut cache, CpuLaunch::serial(), true).unwrap();
+        let out = m.forward(&batch, &mut cache, device.clone(), true).unwrap();
         for (l, want) in g.layers.iter().enumerate() {
             let n = hc * d;
             let got: Vec<f32> = g
@@ -112,12 +128,12 @@ fn matches_transformers() {
                 .collect();
             let err = rel(&got, want);
             eprintln!("{name}: layer {l} streams rel err {err:.2e}");
-            assert!(err < REL_BOUND, "{name} layer {l}: {err:e}");
+            assert!(err < bound, "{name} layer {l}: {err:e}");
         }
         let last = &out.logits[(g.ids.len() - 1) * vocab..];
         let err = rel(last, &g.logits_last);
         eprintln!("{name}: final logits rel err {err:.2e}");
-        assert!(err < REL_BOUND, "{name} logits: {err:e}");
+        assert!(err < bound, "{name} logits: {err:e}");
         for (i, &p) in g.positions.iter().enumerate() {
             let row = &out.logits[p * vocab..(p + 1) * vocab];
             let top = g.top_ids[i * 64] as usize;
@@ -136,7 +152,7 @@ fn matches_transformers() {
         for step in 1..g.greedy.len() {
             let mut b = Batch::default();
             b.push_seq(SeqSlot(0), (g.ids.len() + step - 1) as u32, &[next]);
-            let o = m.forward(&b, &mut cache, CpuLaunch::serial(), false).unwrap();
+            let o = m.forward(&b, &mut cache, device.clone(), false).unwrap();
             next = argmax(&o.logits);
             greedy.push(next);
         }

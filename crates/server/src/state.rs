@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use tensorfold_engine::pool::BLOCK_TOKENS;
 use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
-use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_model::dsv4::load_model;
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::Tokenizer;
@@ -36,6 +36,8 @@ pub struct ServerConfig {
     pub mtp_drafts: usize,
     /// CPU threads for the model.
     pub threads: usize,
+    /// Where the model runs.
+    pub device: DeviceSpec,
     /// One line to stderr per finished request (never keys or text).
     pub log: bool,
 }
@@ -51,6 +53,7 @@ impl Default for ServerConfig {
             drafts: true,
             mtp_drafts: DraftConfig::default().mtp_drafts,
             threads: 2,
+            device: DeviceSpec::Cpu,
             log: true,
         }
     }
@@ -124,7 +127,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
     let chat = ChatFormat::load(dir)?;
     let context = cfg.context.min(model.config.max_position_embeddings).max(2);
-    let launch = CpuLaunch::serving(cfg.threads);
+    let device = cfg.device.open(cfg.threads)?;
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
@@ -138,7 +141,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
         },
         ..EngineConfig::default()
     };
-    let engine = Engine::new(Box::new(Dsv4Runner { model, launch }), ecfg);
+    let engine = Engine::new(Box::new(Dsv4Runner::new(model, device)), ecfg);
     let (temperature, top_p) = generation_defaults(dir);
     Ok(Loaded {
         engine: EngineHandle::spawn(engine),

@@ -9,6 +9,7 @@ use tensorfold_engine::{Engine, EngineConfig, Event, FinishReason, GenerateParam
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::dsv4::weights::Dsv4Weights;
 use tensorfold_model::synth::{self, Preset, SynthOptions};
@@ -33,12 +34,36 @@ pub fn model() -> Dsv4Model {
     Dsv4Model::new(ckpt.config, weights, Semantics::official())
 }
 
+/// An engine on the tiny model, on the device `TENSORFOLD_TEST_DEVICE` names (`cpu` by default; `cuda` runs these suites on the GPU).
 pub fn engine(cfg: EngineConfig, threads: usize) -> Engine {
     let launch = CpuLaunch {
         threads,
         ..CpuLaunch::serial()
     };
-    Engine::new(Box::new(Dsv4Runner { model: model(), launch }), cfg)
+    let spec = std::env::var("TENSORFOLD_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
+    let device = match spec.parse::<DeviceSpec>() {
+        Ok(DeviceSpec::Cpu) => Device::Cpu(launch),
+        Ok(cuda) => cuda
+            .open(threads)
+            .unwrap_or_else(|e| panic!("TENSORFOLD_TEST_DEVICE={spec}: {e}")),
+        Err(e) => panic!("TENSORFOLD_TEST_DEVICE={spec}: {e}"),
+    };
+    engine_on(cfg, device)
+}
+
+pub fn engine_on(cfg: EngineConfig, device: Device) -> Engine {
+    Engine::new(Box::new(Dsv4Runner::new(model(), device)), cfg)
+}
+
+/// A fresh CUDA device for a test, or `None` after printing why the test skips.
+pub fn cuda(test: &str) -> Option<Device> {
+    match DeviceSpec::Cuda(0).open(1) {
+        Ok(d) => Some(d),
+        Err(why) => {
+            eprintln!("skipping {test}: {why}");
+            None
+        }
+    }
 }
 
 /// Everything a request's sink saw, in order.

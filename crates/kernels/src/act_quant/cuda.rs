@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The longest row the kernel's shared-memory stage holds.
@@ -22,15 +22,17 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// FP8 e4m3 round trip of the first `n` values of every `row_len` row, per `block` values, into `out` on the GPU.
-pub fn act_quant_cuda(
+pub fn act_quant_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
+    x: impl Into<In<'a, f32>>,
     row_len: usize,
     n: usize,
     block: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let out = out.into();
     if row_len > MAX_ROW || n > row_len || block == 0 {
         return Err(format!(
             "act_quant on CUDA: rows of at most {MAX_ROW} values, n {n} <= row, block > 0"
@@ -39,15 +41,15 @@ pub fn act_quant_cuda(
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "act_quant", faults)?;
     let rows = x.len() / row_len;
-    let xd = gpu.upload(x)?;
-    let mut y = gpu.output(out)?;
+    let xd = gpu.stage(x)?;
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, l, nn, b) = (rows as i32, row_len as i32, n as i32, block as i32);
         let mut lb = gpu.stream.launch_builder(&f);
-        lb.arg(&xd).arg(&mut yv).arg(&r).arg(&l).arg(&nn).arg(&b);
+        lb.input(&xd).arg(&mut yv).arg(&r).arg(&l).arg(&nn).arg(&b);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `rows * row_len` values.
         cuda::launched("act_quant", unsafe { lb.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `act_quant`: DeepSeek's FP8 activation round trip, `x = e4m3(clamp(x / s, ±448)) * s` with `s = 2^ceil(log2(amax / 448))` per block.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::act_quant;
 pub use cuda::act_quant_cuda;

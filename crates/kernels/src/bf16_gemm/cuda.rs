@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -18,28 +18,31 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out[r, j] = x[r] . w[j]` for `n` bf16 weight rows of `k` values, on the GPU.
-pub fn bf16_gemm_cuda(
+pub fn bf16_gemm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    w: &[u16],
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u16>>,
     n: usize,
     k: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let out = out.into();
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
     let m = x.len() / k;
-    let (xd, wd) = (gpu.upload(x)?, gpu.upload(w)?);
-    let mut y = gpu.output(out)?;
+    let (xd, wd) = (gpu.stage(x)?, gpu.stage(w)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (mm, nn, kk) = (m as i32, n as i32, k as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
+        b.input(&xd).input(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
         let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; x holds `m * k`, w `n * k` and out `m * n` values.
         cuda::launched("bf16_gemm", unsafe { b.launch(launch.config(tiles)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `bf16_gemm`: `y = x . W^T`, bf16 weights, f32 activations (compressor, router gate, indexer weights_proj, vocab head).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -117,7 +117,7 @@ impl Kernel for Bf16Gemm {
         let (x, w) = (inputs[0].buf.f32(), words(inputs[1].buf.u8()));
         match launch {
             Launch::Cpu(l) => bf16_gemm(x, &w, n, k, out[0].f32(), l, faults),
-            Launch::Cuda(c) => bf16_gemm_cuda(c, x, &w, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
+            Launch::Cuda(c) => bf16_gemm_cuda(c, x, &*w, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
         }
     }
 }

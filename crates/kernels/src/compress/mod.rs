@@ -1,7 +1,7 @@
 //! `compress`: gated pooling of one compressed KV entry from its window's tokens (CSA ratio 4 overlapping, HCA ratio 128).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{CompressShape, compress};
 pub use cuda::compress_cuda;

@@ -1,6 +1,6 @@
 //! The kernel contract: every kernel's cases, float64 reference, launch records and planted controls, and the gates.
 
-mod cuda;
+pub mod cuda;
 mod findings;
 mod gates;
 mod runner;

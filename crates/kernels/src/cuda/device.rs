@@ -23,6 +23,8 @@ pub struct Gpu {
     /// Compute capability as `major * 10 + minor` (90 on the H100 and H200).
     pub arch: u32,
     pub name: String,
+    /// The device's number in the driver's list.
+    pub ordinal: usize,
     modules: Mutex<Modules>,
 }
 
@@ -30,21 +32,43 @@ fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_
     move |e| format!("CUDA {what}: {e:?}")
 }
 
-/// The GPU named by `TENSORFOLD_CUDA_DEVICE` (default 0), opened once; `Err` says why CUDA is unavailable.
+/// The device `select` chose, if it ran before the GPU was opened.
+static SELECTED: OnceLock<usize> = OnceLock::new();
+
+/// The GPU chosen by `select`, else named by `TENSORFOLD_CUDA_DEVICE` (default 0), opened once; `Err` says why CUDA is unavailable.
 pub fn gpu() -> Result<&'static Gpu, String> {
     static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
     GPU.get_or_init(open).as_ref().map_err(Clone::clone)
+}
+
+/// Chooses CUDA device `ordinal` for this process and opens it; fails when another one is already chosen or it cannot be opened.
+pub fn select(ordinal: usize) -> Result<&'static Gpu, String> {
+    let chosen = *SELECTED.get_or_init(|| ordinal);
+    if chosen != ordinal {
+        return Err(format!(
+            "CUDA device {chosen} is already in use by this process; one process drives one GPU"
+        ));
+    }
+    let gpu = gpu()?;
+    if gpu.ordinal != ordinal {
+        return Err(format!(
+            "CUDA device {} is already in use by this process; one process drives one GPU",
+            gpu.ordinal
+        ));
+    }
+    Ok(gpu)
 }
 
 fn open() -> Result<Gpu, String> {
     libs::driver()?;
     libs::nvrtc()?;
     let count = CudaContext::device_count().map_err(driver_err("device count"))?;
-    let ordinal: usize = match std::env::var("TENSORFOLD_CUDA_DEVICE") {
-        Ok(v) => v
+    let ordinal: usize = match (SELECTED.get(), std::env::var("TENSORFOLD_CUDA_DEVICE")) {
+        (Some(&o), _) => o,
+        (None, Ok(v)) => v
             .parse()
             .map_err(|_| format!("TENSORFOLD_CUDA_DEVICE={v} is not a device number"))?,
-        Err(_) => 0,
+        (None, Err(_)) => 0,
     };
     if ordinal >= count.max(0) as usize {
         return Err(format!("no CUDA device {ordinal}: the driver reports {count} devices"));
@@ -64,6 +88,7 @@ fn open() -> Result<Gpu, String> {
         stream,
         arch,
         name,
+        ordinal,
         modules: Mutex::new(HashMap::new()),
     })
 }
@@ -184,5 +209,21 @@ impl Gpu {
             get(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
             get(Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
         ))
+    }
+}
+
+impl Gpu {
+    /// Device-to-device copy speed over a buffer of `bytes`: bytes copied per second (each is read once and written once).
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, String> {
+        let src = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_err("alloc"))?;
+        let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_err("alloc"))?;
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(driver_err("copy"))?;
+        self.sync()?;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(driver_err("copy"))?;
+        }
+        self.sync()?;
+        Ok((bytes * reps) as f64 / t.elapsed().as_secs_f64())
     }
 }

@@ -1,14 +1,18 @@
 //! The CUDA backend: NVRTC-compiled kernels (cached on disk), device buffers and launches, through cudarc with dynamic loading.
 
+mod args;
 mod compile;
 mod device;
 mod libs;
+mod resident;
 
 pub use libs::nvrtc as nvrtc_available;
 pub mod limits;
 
+pub use args::{In, Out, PushIn, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
-pub use device::{DeviceOut, Gpu, gpu};
+pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
+pub use resident::Resident;
 
 use std::fmt;
 

@@ -3,7 +3,7 @@
 use cudarc::driver::PushKernelArg;
 
 use super::WeightFormat;
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -20,18 +20,22 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out[r, c] = x[r, c / (n / groups)] . W[c]` with decoded weights, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn dequant_gemm_cuda(
+pub fn dequant_gemm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    w: &[u8],
-    scales: &[u8],
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u8>>,
+    scales: impl Into<In<'a, u8>>,
     format: WeightFormat,
     n: usize,
     k: usize,
     groups: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let scales = scales.into();
+    let out = out.into();
     if groups == 0 || !n.is_multiple_of(groups) || (format == WeightFormat::Mxfp4 && !k.is_multiple_of(32)) {
         return Err(format!("dequant_gemm on CUDA: [{n}, {k}] in {groups} groups"));
     }
@@ -39,17 +43,17 @@ pub fn dequant_gemm_cuda(
     let f = gpu.function(&KERNEL, "dequant_gemm", faults)?;
     let rows = x.len() / (k * groups);
     let per_group = n / groups;
-    let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(scales)?);
-    let mut y = gpu.output(out)?;
+    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(scales)?);
+    let mut y = gpu.stage_out(out)?;
     let (m, pg, kk, gs, ys) = (rows as i32, per_group as i32, k as i32, groups as i32, n as i32);
     let fp4 = (format == WeightFormat::Mxfp4) as i32;
     let tiles = per_group.div_ceil(64) * rows.div_ceil(64);
     for g in 0..gs {
         let mut yv = y.view();
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd)
-            .arg(&wd)
-            .arg(&sd)
+        b.input(&xd)
+            .input(&wd)
+            .input(&sd)
             .arg(&mut yv)
             .arg(&m)
             .arg(&pg)
@@ -61,5 +65,5 @@ pub fn dequant_gemm_cuda(
         // SAFETY: the arguments match the kernel's signature; group g reads its activations and weight rows, writes its columns.
         cuda::launched("dequant_gemm", unsafe { b.launch(launch.config(tiles)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

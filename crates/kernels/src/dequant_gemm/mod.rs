@@ -1,7 +1,7 @@
 //! `dequant_gemm`: FP8-block or MXFP4 weights decoded exactly, f32 activations, optional output groups (transformers' semantics).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{WeightFormat, dequant_gemm};
 pub use cuda::dequant_gemm_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -18,26 +18,29 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// Rows of the bf16 `table` (`dim` values each, little-endian bytes) for `ids`, widened to f32 on the GPU.
-pub fn embedding_cuda(
+pub fn embedding_cuda<'a>(
     launch: &CudaLaunch,
-    table: &[u8],
+    table: impl Into<In<'a, u8>>,
     dim: usize,
-    ids: &[i32],
-    out: &mut [f32],
+    ids: impl Into<In<'a, i32>>,
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let table = table.into();
+    let ids = ids.into();
+    let out = out.into();
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "embedding", faults)?;
-    let vocab = table.len() / (2 * dim);
-    let (td, idd) = (gpu.upload(table)?, gpu.upload(ids)?);
-    let mut y = gpu.output(out)?;
+    let (vocab, rows) = (table.len() / (2 * dim), ids.len());
+    let (td, idd) = (gpu.stage(table)?, gpu.stage(ids)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
-        let (r, d, v) = (ids.len() as i32, dim as i32, vocab as i32);
+        let (r, d, v) = (rows as i32, dim as i32, vocab as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&td).arg(&idd).arg(&mut yv).arg(&r).arg(&d).arg(&v);
+        b.input(&td).input(&idd).arg(&mut yv).arg(&r).arg(&d).arg(&v);
         // SAFETY: the arguments match the kernel's signature; ids outside the vocab are never dereferenced.
-        cuda::launched("embedding", unsafe { b.launch(launch.config(ids.len())) })?;
+        cuda::launched("embedding", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

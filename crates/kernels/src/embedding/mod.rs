@@ -1,7 +1,7 @@
 //! `embedding`: token ids to f32 rows of the bf16 `embed.weight` table, exactly.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::embedding;
 pub use cuda::embedding_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The longest row the kernel's shared-memory amax array covers.
@@ -22,28 +22,30 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// FP4 e2m1 round trip of every `row_len` row per 32 values, into `out` on the GPU.
-pub fn fp4_round_trip_cuda(
+pub fn fp4_round_trip_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
+    x: impl Into<In<'a, f32>>,
     row_len: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let out = out.into();
     if row_len > MAX_ROW {
         return Err(format!("fp4_round_trip on CUDA: rows of at most {MAX_ROW} values"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "fp4_round_trip", faults)?;
     let rows = x.len() / row_len;
-    let xd = gpu.upload(x)?;
-    let mut y = gpu.output(out)?;
+    let xd = gpu.stage(x)?;
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, l) = (rows as i32, row_len as i32);
         let mut lb = gpu.stream.launch_builder(&f);
-        lb.arg(&xd).arg(&mut yv).arg(&r).arg(&l);
+        lb.input(&xd).arg(&mut yv).arg(&r).arg(&l);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `rows * row_len` values.
         cuda::launched("fp4_round_trip", unsafe { lb.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `fp4_round_trip`: the indexer's FP4 simulation, `x = e2m1(clamp(x / s, ±6)) * s` with `s = 2^ceil(log2(amax / 6))` per 32.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{FP4_BLOCK, fp4_round_trip};
 pub use cuda::fp4_round_trip_cuda;

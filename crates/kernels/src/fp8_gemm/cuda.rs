@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The longest activation row the quantiser's shared-memory stage holds.
@@ -29,16 +29,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out = act_quant(x) . W^T` with e4m3 `w` `[n, k]` and e8m0 `w_scale` per 128x128 block, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn fp8_gemm_cuda(
+pub fn fp8_gemm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    w: &[u8],
-    w_scale: &[u8],
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u8>>,
+    w_scale: impl Into<In<'a, u8>>,
     n: usize,
     k: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let w_scale = w_scale.into();
+    let out = out.into();
     if k > MAX_K {
         return Err(format!("fp8_gemm on CUDA: K {k} above {MAX_K}"));
     }
@@ -47,14 +51,14 @@ pub fn fp8_gemm_cuda(
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
     let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
     let m = x.len() / k;
-    let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
+    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
     let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
-    let mut y = gpu.output(out)?;
+    let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
-        b.arg(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
+        b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
@@ -69,8 +73,8 @@ pub fn fp8_gemm_cuda(
         let mut b = gpu.stream.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
-            .arg(&wd)
-            .arg(&sd)
+            .input(&wd)
+            .input(&sd)
             .arg(&mut yv)
             .arg(&mm)
             .arg(&nn)
@@ -78,5 +82,5 @@ pub fn fp8_gemm_cuda(
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
         cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `fp8_gemm`: `y = act_quant(x) . W^T` with FP8 e4m3 weights and 128x128 e8m0 block scales (wq_a, wq_b, wkv, wo_b, shared experts).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -1,7 +1,7 @@
 //! `grouped_proj`: the grouped output projection `wo_a` (o viewed [g, H*hd/g] against wo_a viewed [g, o_lora, H*hd/g]).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::grouped_proj;
 pub use cuda::grouped_proj_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The largest segment the kernel's shared-memory stage holds.
@@ -22,7 +22,15 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// Walsh-Hadamard transform of every `n`-value segment of `x`, scaled by `n^-0.5`, into `out` on the GPU.
-pub fn hadamard_cuda(launch: &CudaLaunch, x: &[f32], n: usize, out: &mut [f32], faults: Faults) -> Result<(), String> {
+pub fn hadamard_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    n: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    let x = x.into();
+    let out = out.into();
     if !n.is_power_of_two() || n > MAX_N {
         return Err(format!(
             "hadamard on CUDA: size {n} must be a power of two up to {MAX_N}"
@@ -32,15 +40,15 @@ pub fn hadamard_cuda(launch: &CudaLaunch, x: &[f32], n: usize, out: &mut [f32], 
     let f = gpu.function(&KERNEL, "hadamard", faults)?;
     let segments = x.len() / n;
     let scale = (1.0 / (n as f64).sqrt()) as f32;
-    let xd = gpu.upload(x)?;
-    let mut y = gpu.output(out)?;
+    let xd = gpu.stage(x)?;
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (g, nn) = (segments as i32, n as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&mut yv).arg(&g).arg(&nn).arg(&scale);
+        b.input(&xd).arg(&mut yv).arg(&g).arg(&nn).arg(&scale);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `segments * n` values.
         cuda::launched("hadamard", unsafe { b.launch(launch.config(segments)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hadamard`: the indexer's rotation, `y = H_n x * n^-0.5` per `n`-value segment (Sylvester-ordered Walsh-Hadamard).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hadamard;
 pub use cuda::hadamard_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -19,18 +19,23 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// The `k` experts `tid2eid[token]` per row with weights `sqrt(softplus(z[e]))` normalised and scaled, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn hash_router_cuda(
+pub fn hash_router_cuda<'a>(
     launch: &CudaLaunch,
-    logits: &[f32],
-    token_ids: &[i32],
-    tid2eid: &[i32],
+    logits: impl Into<In<'a, f32>>,
+    token_ids: impl Into<In<'a, i32>>,
+    tid2eid: impl Into<In<'a, i32>>,
     num_experts: usize,
     k: usize,
     routed_scaling_factor: f32,
-    idx: &mut [i32],
-    weights: &mut [f32],
+    idx: impl Into<Out<'a, i32>>,
+    weights: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let logits = logits.into();
+    let token_ids = token_ids.into();
+    let tid2eid = tid2eid.into();
+    let idx = idx.into();
+    let weights = weights.into();
     if k == 0 || k > crate::router::MAX_TOPK || k > launch.block as usize {
         return Err(format!(
             "hash_router on CUDA: k {k} outside 1..={}",
@@ -41,18 +46,18 @@ pub fn hash_router_cuda(
     let f = gpu.function(&KERNEL, "hash_router", faults)?;
     let rows = token_ids.len();
     let vocab = tid2eid.len() / k;
-    let (ld, td, ed) = (gpu.upload(logits)?, gpu.upload(token_ids)?, gpu.upload(tid2eid)?);
-    let (mut id, mut wd) = (gpu.output(idx)?, gpu.output(weights)?);
+    let (ld, td, ed) = (gpu.stage(logits)?, gpu.stage(token_ids)?, gpu.stage(tid2eid)?);
+    let (mut id, mut wd) = (gpu.stage_out(idx)?, gpu.stage_out(weights)?);
     {
         let (mut iv, mut wv) = (id.view(), wd.view());
         let (r, e, kk, v) = (rows as i32, num_experts as i32, k as i32, vocab as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&ld).arg(&td).arg(&ed).arg(&mut iv).arg(&mut wv);
+        b.input(&ld).input(&td).input(&ed).arg(&mut iv).arg(&mut wv);
         b.arg(&r).arg(&e).arg(&kk).arg(&v).arg(&routed_scaling_factor);
         let groups = rows.div_ceil(launch.block as usize / k);
         // SAFETY: the arguments match the kernel's signature; ids outside the table or experts are never dereferenced.
         cuda::launched("hash_router", unsafe { b.launch(launch.config(groups)) })?;
     }
-    id.finish(gpu, idx)?;
-    wd.finish(gpu, weights)
+    id.finish(gpu)?;
+    wd.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hash_router`: the gate of V4's first num_hash_layers, experts `tid2eid[token_id]` and sqrt-softplus weights, no bias.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hash_router;
 pub use cuda::hash_router_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -22,35 +22,39 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// The final mHC collapse of each row's `hc` streams of `dim` values, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn hc_head_cuda(
+pub fn hc_head_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    hc_fn: &[f32],
-    base: &[f32],
+    x: impl Into<In<'a, f32>>,
+    hc_fn: impl Into<In<'a, f32>>,
+    base: impl Into<In<'a, f32>>,
     scale: f32,
     hc: usize,
     dim: usize,
     norm_eps: f32,
     hc_eps: f32,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let hc_fn = hc_fn.into();
+    let base = base.into();
+    let out = out.into();
     if hc == 0 || hc > MAX_HC {
         return Err(format!("hc_head on CUDA: hc {hc} outside 1..={MAX_HC}"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "hc_head", faults)?;
     let rows = x.len() / (hc * dim);
-    let (xd, fd, bd) = (gpu.upload(x)?, gpu.upload(hc_fn)?, gpu.upload(base)?);
-    let mut y = gpu.output(out)?;
+    let (xd, fd, bd) = (gpu.stage(x)?, gpu.stage(hc_fn)?, gpu.stage(base)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&fd).arg(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
+        b.input(&xd).input(&fd).input(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         b.arg(&scale).arg(&norm_eps).arg(&hc_eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, hc_fn `hc * hc * dim`, out `rows * dim`.
         cuda::launched("hc_head", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hc_head`: the final mHC collapse of a token row's hc streams before `norm` and `head` (also the MTP layer's).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hc_head;
 pub use cuda::hc_head_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most mixing logits a row may have (the kernel's shared-memory sums).
@@ -22,15 +22,18 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out[r, m] = (x[r] . hc_fn[m]) / sqrt(mean(x[r]^2) + eps)` on the GPU.
-pub fn hc_mix_cuda(
+pub fn hc_mix_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    hc_fn: &[f32],
+    x: impl Into<In<'a, f32>>,
+    hc_fn: impl Into<In<'a, f32>>,
     hc_dim: usize,
     eps: f32,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let hc_fn = hc_fn.into();
+    let out = out.into();
     let mix = hc_fn.len() / hc_dim;
     if mix > MAX_MIX {
         return Err(format!("hc_mix on CUDA: {mix} logits a row (at most {MAX_MIX})"));
@@ -38,15 +41,15 @@ pub fn hc_mix_cuda(
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "hc_mix", faults)?;
     let rows = x.len() / hc_dim;
-    let (xd, fd) = (gpu.upload(x)?, gpu.upload(hc_fn)?);
-    let mut y = gpu.output(out)?;
+    let (xd, fd) = (gpu.stage(x)?, gpu.stage(hc_fn)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, d, m) = (rows as i32, hc_dim as i32, mix as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
+        b.input(&xd).input(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
         cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hc_mix`: mHC mixing logits `mix = (x . hc_fn^T) * rsqrt(mean(x^2) + eps)` over the flattened streams of a token row.
 
 pub(crate) mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hc_mix;
 pub use cuda::hc_mix_cuda;

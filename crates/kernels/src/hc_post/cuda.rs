@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -22,33 +22,38 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out[r, j] = sum_s comb[r, s, j] * x[r, s] + post[r, j] * f[r]` on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn hc_post_cuda(
+pub fn hc_post_cuda<'a>(
     launch: &CudaLaunch,
-    f: &[f32],
-    x: &[f32],
-    post: &[f32],
-    comb: &[f32],
+    f: impl Into<In<'a, f32>>,
+    x: impl Into<In<'a, f32>>,
+    post: impl Into<In<'a, f32>>,
+    comb: impl Into<In<'a, f32>>,
     hc: usize,
     dim: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let f = f.into();
+    let x = x.into();
+    let post = post.into();
+    let comb = comb.into();
+    let out = out.into();
     if hc == 0 || hc > MAX_HC {
         return Err(format!("hc_post on CUDA: hc {hc} outside 1..={MAX_HC}"));
     }
     let gpu = cuda::gpu()?;
     let func = gpu.function(&KERNEL, "hc_post", faults)?;
     let rows = post.len() / hc;
-    let (fd, xd, pd, cd) = (gpu.upload(f)?, gpu.upload(x)?, gpu.upload(post)?, gpu.upload(comb)?);
-    let mut y = gpu.output(out)?;
+    let (fd, xd, pd, cd) = (gpu.stage(f)?, gpu.stage(x)?, gpu.stage(post)?, gpu.stage(comb)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
         let mut b = gpu.stream.launch_builder(&func);
-        b.arg(&fd)
-            .arg(&xd)
-            .arg(&pd)
-            .arg(&cd)
+        b.input(&fd)
+            .input(&xd)
+            .input(&pd)
+            .input(&cd)
             .arg(&mut yv)
             .arg(&r)
             .arg(&h)
@@ -56,5 +61,5 @@ pub fn hc_post_cuda(
         // SAFETY: the arguments match the kernel's signature; the buffers hold the shapes hc_post documents.
         cuda::launched("hc_post", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hc_post`: expands a block output back into hc residual streams, `X'_j = post_j * f + sum_i comb[i, j] * X_i`.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hc_post;
 pub use cuda::hc_post_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -21,30 +21,33 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out[r] = sum_s pre[r, s] * x[r, s]` in stream order, on the GPU.
-pub fn hc_pre_cuda(
+pub fn hc_pre_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    pre: &[f32],
+    x: impl Into<In<'a, f32>>,
+    pre: impl Into<In<'a, f32>>,
     hc: usize,
     dim: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let pre = pre.into();
+    let out = out.into();
     if hc == 0 || hc > MAX_HC {
         return Err(format!("hc_pre on CUDA: hc {hc} outside 1..={MAX_HC}"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "hc_pre", faults)?;
     let rows = pre.len() / hc;
-    let (xd, pd) = (gpu.upload(x)?, gpu.upload(pre)?);
-    let mut y = gpu.output(out)?;
+    let (xd, pd) = (gpu.stage(x)?, gpu.stage(pre)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&pd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
+        b.input(&xd).input(&pd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, pre `rows * hc`, out `rows * dim`.
         cuda::launched("hc_pre", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i` (also V4.1's lagged collapse, `pre` the previous sublayer's pre-mix).
 
 pub(crate) mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::hc_pre;
 pub use cuda::hc_pre_cuda;

@@ -1,7 +1,7 @@
 //! `hc_split_sinkhorn`: mHC `pre`/`post` gates and the Sinkhorn-projected (doubly stochastic) `comb` from a row's mix.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{MAX_HC, hc_split_sinkhorn};
 pub use cuda::hc_split_sinkhorn_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -19,26 +19,28 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out = q` with each head of `head_dim` values scaled by `1/sqrt(mean(q_h^2) + eps)`, on the GPU.
-pub fn head_rms_norm_cuda(
+pub fn head_rms_norm_cuda<'a>(
     launch: &CudaLaunch,
-    q: &[f32],
+    q: impl Into<In<'a, f32>>,
     head_dim: usize,
     eps: f32,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let q = q.into();
+    let out = out.into();
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "head_rms_norm", faults)?;
     let num_heads = q.len() / head_dim;
-    let qd = gpu.upload(q)?;
-    let mut y = gpu.output(out)?;
+    let qd = gpu.stage(q)?;
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (n, d) = (num_heads as i32, head_dim as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&qd).arg(&mut yv).arg(&n).arg(&d).arg(&eps);
+        b.input(&qd).arg(&mut yv).arg(&n).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `num_heads * head_dim` values.
         cuda::launched("head_rms_norm", unsafe { b.launch(launch.config(num_heads)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

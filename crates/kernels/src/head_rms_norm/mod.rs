@@ -1,7 +1,7 @@
 //! `head_rms_norm`: the query's unweighted per-head RMS norm, `q_h *= 1/sqrt(mean(q_h^2) + eps)` for each head of each row.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::head_rms_norm;
 pub use cuda::head_rms_norm_cuda;

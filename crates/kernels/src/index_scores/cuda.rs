@@ -3,7 +3,7 @@
 use cudarc::driver::PushKernelArg;
 
 use super::IndexShape;
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most query values (heads x head_dim) of one row the kernel's shared memory holds (V4-Flash: 64 x 128).
@@ -24,16 +24,21 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out[r, j] = sum_h w[r, h] * relu(q[r, h] . keys[start_r + j])` for `j < visible_r`, else -inf, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn index_scores_cuda(
+pub fn index_scores_cuda<'a>(
     launch: &CudaLaunch,
-    q: &[f32],
-    w: &[f32],
-    key_range: &[i32],
-    keys: &[f32],
+    q: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, f32>>,
+    key_range: impl Into<In<'a, i32>>,
+    keys: impl Into<In<'a, f32>>,
     shape: IndexShape,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let q = q.into();
+    let w = w.into();
+    let key_range = key_range.into();
+    let keys = keys.into();
+    let out = out.into();
     let (heads, hd) = (shape.num_heads, shape.head_dim);
     let rows = key_range.len() / 2;
     if rows == 0 {
@@ -46,9 +51,10 @@ pub fn index_scores_cuda(
     }
     let cols = out.len() / rows;
     let num_keys = keys.len() / hd.max(1);
-    let bad_range = key_range
-        .chunks(2)
-        .any(|r| r[0] < 0 || r[1] < 0 || r[1] as usize > cols || (r[0] + r[1]) as usize > num_keys);
+    let bad_range = key_range.host().is_some_and(|k| {
+        k.chunks(2)
+            .any(|r| r[0] < 0 || r[1] < 0 || r[1] as usize > cols || (r[0] + r[1]) as usize > num_keys)
+    });
     if q.len() != rows * heads * hd || w.len() != rows * heads || out.len() != rows * cols || bad_range {
         return Err(format!(
             "index_scores on CUDA: q must be [{rows}, {heads}, {hd}], w [{rows}, {heads}], each key range within the {num_keys} keys and {cols} columns"
@@ -56,21 +62,16 @@ pub fn index_scores_cuda(
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_scores", faults)?;
-    let (qd, wd, rd, kd) = (
-        gpu.upload(q)?,
-        gpu.upload(w)?,
-        gpu.upload(key_range)?,
-        gpu.upload(keys)?,
-    );
-    let mut y = gpu.output(out)?;
+    let (qd, wd, rd, kd) = (gpu.stage(q)?, gpu.stage(w)?, gpu.stage(key_range)?, gpu.stage(keys)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, h, d, c) = (rows as i32, heads as i32, hd as i32, cols as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&qd)
-            .arg(&wd)
-            .arg(&rd)
-            .arg(&kd)
+        b.input(&qd)
+            .input(&wd)
+            .input(&rd)
+            .input(&kd)
             .arg(&mut yv)
             .arg(&r)
             .arg(&h)
@@ -79,5 +80,5 @@ pub fn index_scores_cuda(
         // SAFETY: the arguments match the kernel's signature; every key range lies inside the table, checked above.
         cuda::launched("index_scores", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

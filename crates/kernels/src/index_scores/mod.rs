@@ -1,7 +1,7 @@
 //! `index_scores`: the lightning indexer's `I[t, s] = sum_h w[t, h] * ReLU(q[t, h] . k[s])` over a sequence's compressed keys.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{IndexShape, index_scores};
 pub use cuda::index_scores_cuda;

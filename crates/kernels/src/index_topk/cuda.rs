@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -19,14 +19,17 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// Per row the indices of the `top_k` largest of its first `num_visible[r]` scores (ties: lower index), ascending, -1 padded, on the GPU.
-pub fn index_topk_cuda(
+pub fn index_topk_cuda<'a>(
     launch: &CudaLaunch,
-    scores: &[f32],
-    num_visible: &[i32],
+    scores: impl Into<In<'a, f32>>,
+    num_visible: impl Into<In<'a, i32>>,
     top_k: usize,
-    out: &mut [i32],
+    out: impl Into<Out<'a, i32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let scores = scores.into();
+    let num_visible = num_visible.into();
+    let out = out.into();
     let rows = num_visible.len();
     if rows == 0 || top_k == 0 {
         return Ok(());
@@ -37,20 +40,23 @@ pub fn index_topk_cuda(
             "index_topk on CUDA: scores must be whole rows of fewer than 2^31 columns and the output [{rows}, {top_k}]"
         ));
     }
-    if num_visible.iter().any(|&v| v < 0 || v as usize > cols) {
+    if num_visible
+        .host()
+        .is_some_and(|n| n.iter().any(|&v| v < 0 || v as usize > cols))
+    {
         return Err(format!("index_topk on CUDA: a visible count is outside 0..={cols}"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_topk", faults)?;
-    let (sd, vd) = (gpu.upload(scores)?, gpu.upload(num_visible)?);
-    let mut y = gpu.output(out)?;
+    let (sd, vd) = (gpu.stage(scores)?, gpu.stage(num_visible)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, c, k) = (rows as i32, cols as i32, top_k as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&sd).arg(&vd).arg(&mut yv).arg(&r).arg(&c).arg(&k);
+        b.input(&sd).input(&vd).arg(&mut yv).arg(&r).arg(&c).arg(&k);
         // SAFETY: the arguments match the kernel's signature; scores hold `rows * cols` values and out `rows * top_k`.
         cuda::launched("index_topk", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

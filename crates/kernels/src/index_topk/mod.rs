@@ -1,7 +1,7 @@
 //! `index_topk`: per query row, the compressed entries with the `index_topk` highest indexer scores, ascending, -1 padded.
 
 pub(crate) mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::index_topk;
 pub use cuda::index_topk_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most expert slots one row may join (the kernel's shared-memory stage).
@@ -21,30 +21,33 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out[r] = routed[r, 0] + ... + routed[r, k-1] + shared[r]` in that order, on the GPU.
-pub fn moe_join_cuda(
+pub fn moe_join_cuda<'a>(
     launch: &CudaLaunch,
-    routed: &[f32],
-    shared: &[f32],
+    routed: impl Into<In<'a, f32>>,
+    shared: impl Into<In<'a, f32>>,
     k: usize,
     dim: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let routed = routed.into();
+    let shared = shared.into();
+    let out = out.into();
     if k > MAX_SLOTS {
         return Err(format!("moe_join on CUDA joins at most {MAX_SLOTS} slots, not {k}"));
     }
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "moe_join", faults)?;
     let rows = shared.len() / dim;
-    let (rd, sd) = (gpu.upload(routed)?, gpu.upload(shared)?);
-    let mut y = gpu.output(out)?;
+    let (rd, sd) = (gpu.stage(routed)?, gpu.stage(shared)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, kk, d) = (rows as i32, k as i32, dim as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&rd).arg(&sd).arg(&mut yv).arg(&r).arg(&kk).arg(&d);
+        b.input(&rd).input(&sd).arg(&mut yv).arg(&r).arg(&kk).arg(&d);
         // SAFETY: the arguments match the kernel's signature; routed holds `rows * k * dim` values, shared and out `rows * dim`.
         cuda::launched("moe_join", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

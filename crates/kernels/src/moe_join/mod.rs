@@ -1,7 +1,7 @@
 //! `moe_join`: a token row's MoE output, the sum of its k weighted routed expert outputs and then the shared expert's.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::moe_join;
 pub use cuda::moe_join_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
 
@@ -25,16 +25,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `out = act_quant(x) . W^T` with e2m1 `w` `[n, k/2]` (low nibble first) and e8m0 `w_scale` `[n, k/32]`, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn mxfp4_gemm_cuda(
+pub fn mxfp4_gemm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    w: &[u8],
-    w_scale: &[u8],
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u8>>,
+    w_scale: impl Into<In<'a, u8>>,
     n: usize,
     k: usize,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let w_scale = w_scale.into();
+    let out = out.into();
     if k > MAX_K || !k.is_multiple_of(32) {
         return Err(format!(
             "mxfp4_gemm on CUDA: K {k} must be a multiple of 32 and at most {MAX_K}"
@@ -45,14 +49,14 @@ pub fn mxfp4_gemm_cuda(
     let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
     let rows = gpu.function(&KERNEL, "mxfp4_gemm_rows", faults)?;
     let m = x.len() / k;
-    let (xd, wd, sd) = (gpu.upload(x)?, gpu.upload(w)?, gpu.upload(w_scale)?);
+    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
     let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
-    let mut y = gpu.output(out)?;
+    let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
-        b.arg(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
+        b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
@@ -67,8 +71,8 @@ pub fn mxfp4_gemm_cuda(
         let mut b = gpu.stream.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
-            .arg(&wd)
-            .arg(&sd)
+            .input(&wd)
+            .input(&sd)
             .arg(&mut yv)
             .arg(&mm)
             .arg(&nn)
@@ -76,5 +80,5 @@ pub fn mxfp4_gemm_cuda(
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
         cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `mxfp4_gemm`: routed-expert GEMM, `y = act_quant(x) . W^T` with MXFP4 weights (w1, w2, w3 of every routed expert).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -19,27 +19,30 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight` on the GPU.
-pub fn rms_norm_cuda(
+pub fn rms_norm_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    weight: &[f32],
+    x: impl Into<In<'a, f32>>,
+    weight: impl Into<In<'a, f32>>,
     eps: f32,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let weight = weight.into();
+    let out = out.into();
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "rms_norm", faults)?;
     let dim = weight.len();
     let rows = x.len() / dim;
-    let (xd, wd) = (gpu.upload(x)?, gpu.upload(weight)?);
-    let mut y = gpu.output(out)?;
+    let (xd, wd) = (gpu.stage(x)?, gpu.stage(weight)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, d) = (rows as i32, dim as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd).arg(&wd).arg(&mut yv).arg(&r).arg(&d).arg(&eps);
+        b.input(&xd).input(&wd).arg(&mut yv).arg(&r).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; every buffer holds what `rows` and `dim` index.
         cuda::launched("rms_norm", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `rms_norm`: `y = x / sqrt(mean(x^2) + eps) * w` per token row (attn_norm, ffn_norm, q_norm, kv_norm, ...).
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::rms_norm;
 pub use cuda::rms_norm_cuda;

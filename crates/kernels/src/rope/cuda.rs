@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most frequency pairs the kernel's shared-memory table holds.
@@ -23,16 +23,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// Rotates the last `2 * inv_freq.len()` values of each `head_dim` head by `pos * inv_freq` (minus if `inverse`), into `out`.
 #[allow(clippy::too_many_arguments)]
-pub fn rope_cuda(
+pub fn rope_cuda<'a>(
     launch: &CudaLaunch,
-    x: &[f32],
-    positions: &[i32],
+    x: impl Into<In<'a, f32>>,
+    positions: impl Into<In<'a, i32>>,
     head_dim: usize,
-    inv_freq: &[f32],
+    inv_freq: impl Into<In<'a, f32>>,
     inverse: bool,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let x = x.into();
+    let positions = positions.into();
+    let inv_freq = inv_freq.into();
+    let out = out.into();
     let pairs = inv_freq.len();
     if pairs > MAX_PAIRS || 2 * pairs > head_dim {
         return Err(format!(
@@ -43,8 +47,8 @@ pub fn rope_cuda(
     let f = gpu.function(&KERNEL, "rope", faults)?;
     let rows = positions.len();
     let row_len = x.len() / rows.max(1);
-    let (xd, pd, fd) = (gpu.upload(x)?, gpu.upload(positions)?, gpu.upload(inv_freq)?);
-    let mut y = gpu.output(out)?;
+    let (xd, pd, fd) = (gpu.stage(x)?, gpu.stage(positions)?, gpu.stage(inv_freq)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, l, h, p, inv) = (
@@ -55,9 +59,9 @@ pub fn rope_cuda(
             inverse as i32,
         );
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&xd)
-            .arg(&pd)
-            .arg(&fd)
+        b.input(&xd)
+            .input(&pd)
+            .input(&fd)
             .arg(&mut yv)
             .arg(&r)
             .arg(&l)
@@ -67,5 +71,5 @@ pub fn rope_cuda(
         // SAFETY: the arguments match the kernel's signature; x and out hold `rows * row_len` values.
         cuda::launched("rope", unsafe { b.launch(launch.config(rows)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `rope`: interleaved rotary embedding on the last `rope_dim` values of each head, one position per token row.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 mod freqs;
 
 pub use cpu::{MAX_POSITION, rope};

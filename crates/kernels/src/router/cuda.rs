@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 /// The most experts the kernel's shared-memory score array holds.
@@ -22,16 +22,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// Top-`k` experts of `sqrt(softplus(z)) + bias` per row and their weights, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn router_cuda(
+pub fn router_cuda<'a>(
     launch: &CudaLaunch,
-    logits: &[f32],
-    bias: &[f32],
+    logits: impl Into<In<'a, f32>>,
+    bias: impl Into<In<'a, f32>>,
     k: usize,
     routed_scaling_factor: f32,
-    idx: &mut [i32],
-    weights: &mut [f32],
+    idx: impl Into<Out<'a, i32>>,
+    weights: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let logits = logits.into();
+    let bias = bias.into();
+    let idx = idx.into();
+    let weights = weights.into();
     let experts = bias.len();
     if experts > MAX_EXPERTS || k == 0 || k > super::MAX_TOPK.min(experts) {
         return Err(format!(
@@ -41,14 +45,14 @@ pub fn router_cuda(
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "router", faults)?;
     let rows = logits.len() / experts;
-    let (ld, bd) = (gpu.upload(logits)?, gpu.upload(bias)?);
-    let (mut id, mut wd) = (gpu.output(idx)?, gpu.output(weights)?);
+    let (ld, bd) = (gpu.stage(logits)?, gpu.stage(bias)?);
+    let (mut id, mut wd) = (gpu.stage_out(idx)?, gpu.stage_out(weights)?);
     {
         let (mut iv, mut wv) = (id.view(), wd.view());
         let (r, e, kk) = (rows as i32, experts as i32, k as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&ld)
-            .arg(&bd)
+        b.input(&ld)
+            .input(&bd)
             .arg(&mut iv)
             .arg(&mut wv)
             .arg(&r)
@@ -58,6 +62,6 @@ pub fn router_cuda(
         // SAFETY: the arguments match the kernel's signature; idx and weights hold `rows * k` values.
         cuda::launched("router", unsafe { b.launch(launch.config(rows)) })?;
     }
-    id.finish(gpu, idx)?;
-    wd.finish(gpu, weights)
+    id.finish(gpu)?;
+    wd.finish(gpu)
 }

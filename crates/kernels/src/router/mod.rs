@@ -1,7 +1,7 @@
 //! `router`: DeepSeek V4 noaux_tc gate, top-k of `sqrt(softplus(z)) + bias`, weights `s[idx] / sum(s[idx]) * scale`.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub(crate) use cpu::par_rows2;
 pub use cpu::{MAX_TOPK, router};

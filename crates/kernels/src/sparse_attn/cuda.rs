@@ -3,7 +3,7 @@
 use cudarc::driver::PushKernelArg;
 
 use super::AttnShape;
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -21,16 +21,21 @@ pub static KERNEL: CudaKernel = CudaKernel {
 
 /// `o[r, h] = sum_e bf16?(p[r, h, e]) * kv[idx[r, e]]` over each row's listed entries (`-1`: none), with the sink, on the GPU.
 #[allow(clippy::too_many_arguments)]
-pub fn sparse_attn_cuda(
+pub fn sparse_attn_cuda<'a>(
     launch: &CudaLaunch,
-    q: &[f32],
-    idx: &[i32],
-    kv: &[f32],
-    sink: &[f32],
+    q: impl Into<In<'a, f32>>,
+    idx: impl Into<In<'a, i32>>,
+    kv: impl Into<In<'a, f32>>,
+    sink: impl Into<In<'a, f32>>,
     shape: AttnShape,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let q = q.into();
+    let idx = idx.into();
+    let kv = kv.into();
+    let sink = sink.into();
+    let out = out.into();
     let (heads, hd) = (shape.num_heads, shape.head_dim);
     if heads == 0 || hd == 0 || sink.len() != heads || !q.len().is_multiple_of(heads * hd) || out.len() != q.len() {
         return Err(format!(
@@ -48,7 +53,10 @@ pub fn sparse_attn_cuda(
             "sparse_attn on CUDA: idx must be whole rows and kv whole entries of {hd}"
         ));
     }
-    if idx.iter().any(|&e| e < -1 || e >= num_entries as i32) {
+    if idx
+        .host()
+        .is_some_and(|i| i.iter().any(|&e| e < -1 || e >= num_entries as i32))
+    {
         return Err(format!(
             "sparse_attn on CUDA: an entry index is outside -1..{num_entries}"
         ));
@@ -60,17 +68,17 @@ pub fn sparse_attn_cuda(
     let alloc = |e: cudarc::driver::DriverError| format!("sparse_attn on CUDA: scratch: {e:?}");
     let mut list = gpu.stream.alloc_zeros::<i32>(scratch).map_err(alloc)?;
     let mut probs = gpu.stream.alloc_zeros::<f32>(scratch).map_err(alloc)?;
-    let (qd, id, kd, sd) = (gpu.upload(q)?, gpu.upload(idx)?, gpu.upload(kv)?, gpu.upload(sink)?);
-    let mut y = gpu.output(out)?;
+    let (qd, id, kd, sd) = (gpu.stage(q)?, gpu.stage(idx)?, gpu.stage(kv)?, gpu.stage(sink)?);
+    let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, h, d, n) = (rows as i32, heads as i32, hd as i32, num_idx as i32);
         let bf16 = shape.bf16_probs as i32;
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&qd)
-            .arg(&id)
-            .arg(&kd)
-            .arg(&sd)
+        b.input(&qd)
+            .input(&id)
+            .input(&kd)
+            .input(&sd)
             .arg(&mut yv)
             .arg(&mut list)
             .arg(&mut probs);
@@ -78,5 +86,5 @@ pub fn sparse_attn_cuda(
         // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block.
         cuda::launched("sparse_attn", unsafe { b.launch(launch.config(items)) })?;
     }
-    y.finish(gpu, out)
+    y.finish(gpu)
 }

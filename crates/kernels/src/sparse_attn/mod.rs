@@ -2,7 +2,7 @@
 
 mod axpy;
 mod cpu;
-mod cuda;
+pub mod cuda;
 
 pub use cpu::{AttnShape, sparse_attn};
 pub use cuda::sparse_attn_cuda;

@@ -2,7 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -19,28 +19,38 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// `out = w * (silu(min(g, limit)) * clamp(u, -limit, limit))` per row, on the GPU.
-pub fn swiglu_cuda(
+pub fn swiglu_cuda<'a>(
     launch: &CudaLaunch,
-    gate: &[f32],
-    up: &[f32],
-    route_weight: &[f32],
+    gate: impl Into<In<'a, f32>>,
+    up: impl Into<In<'a, f32>>,
+    route_weight: impl Into<In<'a, f32>>,
     limit: f32,
-    out: &mut [f32],
+    out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    let gate = gate.into();
+    let up = up.into();
+    let route_weight = route_weight.into();
+    let out = out.into();
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "swiglu", faults)?;
     let rows = route_weight.len();
     let inter = gate.len() / rows.max(1);
-    let (gd, ud, wd) = (gpu.upload(gate)?, gpu.upload(up)?, gpu.upload(route_weight)?);
-    let mut h = gpu.output(out)?;
+    let (gd, ud, wd) = (gpu.stage(gate)?, gpu.stage(up)?, gpu.stage(route_weight)?);
+    let mut h = gpu.stage_out(out)?;
     {
         let mut hv = h.view();
         let (r, n) = (rows as i32, inter as i32);
         let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&gd).arg(&ud).arg(&wd).arg(&mut hv).arg(&r).arg(&n).arg(&limit);
+        b.input(&gd)
+            .input(&ud)
+            .input(&wd)
+            .arg(&mut hv)
+            .arg(&r)
+            .arg(&n)
+            .arg(&limit);
         // SAFETY: the arguments match the kernel's signature; gate, up and out hold `rows * inter` values.
         cuda::launched("swiglu", unsafe { b.launch(launch.config(rows)) })?;
     }
-    h.finish(gpu, out)
+    h.finish(gpu)
 }

@@ -1,7 +1,7 @@
 //! `swiglu`: the MoE expert activation, `h = w * (silu(min(g, limit)) * clamp(u, -limit, limit))` with route weight `w`.
 
 mod cpu;
-mod cuda;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -1,18 +1,10 @@
 //! One layer's attention: queries, KV into the window, compressed entries, indexer top-k, sparse attention with the sink, inverse RoPE and the grouped output projection.
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::act_quant::act_quant;
-use tensorfold_kernels::fp4_round_trip::fp4_round_trip;
-use tensorfold_kernels::hadamard::hadamard;
-use tensorfold_kernels::head_rms_norm::head_rms_norm;
-use tensorfold_kernels::index_scores::{IndexShape, index_scores};
-use tensorfold_kernels::index_topk::index_topk;
-use tensorfold_kernels::rms_norm::rms_norm;
-use tensorfold_kernels::rope::rope;
-use tensorfold_kernels::sparse_attn::{AttnShape, sparse_attn};
+use tensorfold_kernels::index_scores::IndexShape;
+use tensorfold_kernels::sparse_attn::AttnShape;
 
 use super::compressor;
-use super::{Pass, linear};
+use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Attention, Indexer};
@@ -29,22 +21,21 @@ pub(crate) fn attention(
     let c = &m.config;
     let (rows, h, hd, rope_dim) = (pass.rows(), c.num_attention_heads, c.head_dim, c.qk_rope_head_dim);
     let ratio = c.compress_ratio(layer_idx);
-    let (l, f) = (&pass.launch, Faults::NONE);
     let freqs = m.rope_for(ratio);
 
     let qa = linear::fp8(pass, x, &w.wq_a); // [rows, q_lora]
     let mut qr = vec![0f32; qa.len()];
-    rms_norm(&qa, &w.q_norm, pass.eps(), &mut qr, l, f);
+    ops::rms_norm(&pass.device, &qa, &w.q_norm, pass.eps(), &mut qr);
     let mut q = linear::fp8(pass, &qr, &w.wq_b); // [rows, H * hd]
-    head_rms_norm(&mut q, hd, pass.eps(), l, f);
-    rope(&mut q, &pass.positions, hd, freqs, false, l, f);
+    ops::head_rms_norm(&pass.device, &mut q, hd, pass.eps());
+    ops::rope(&pass.device, &mut q, &pass.positions, hd, freqs, false);
 
     let kv_raw = linear::fp8(pass, x, &w.wkv); // [rows, hd]
     let mut kv = vec![0f32; kv_raw.len()];
-    rms_norm(&kv_raw, &w.kv_norm, pass.eps(), &mut kv, l, f);
-    rope(&mut kv, &pass.positions, hd, freqs, false, l, f);
+    ops::rms_norm(&pass.device, &kv_raw, &w.kv_norm, pass.eps(), &mut kv);
+    ops::rope(&pass.device, &mut kv, &pass.positions, hd, freqs, false);
     if m.semantics.kv_fp8_round_trip {
-        act_quant(&mut kv, hd, hd - rope_dim, 64, l, f);
+        ops::act_quant(&pass.device, &mut kv, hd, hd - rope_dim, 64);
     }
 
     if let Some(comp) = &w.compressor {
@@ -63,8 +54,8 @@ pub(crate) fn attention(
         softmax_scale: (1.0 / (hd as f64).sqrt()) as f32,
         bf16_probs: m.semantics.attn_bf16_probs,
     };
-    sparse_attn(&q, &lists, &table, &w.attn_sink, shape, &mut o, l, f);
-    rope(&mut o, &pass.positions, hd, freqs, true, l, f);
+    ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
+    ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);
 
     let window = c.sliding_window;
     for g in &pass.groups {
@@ -89,12 +80,18 @@ fn indexer_topk(
 ) -> Vec<i32> {
     let c = &pass.model.config;
     let (rows, ih, ihd) = (pass.rows(), c.index_n_heads, c.index_head_dim);
-    let (l, f) = (&pass.launch, Faults::NONE);
     let mut iq = linear::fp8(pass, qr, &w.wq_b); // [rows, ih * ihd]
-    rope(&mut iq, &pass.positions, ihd, pass.model.rope_for(4), false, l, f);
+    ops::rope(
+        &pass.device,
+        &mut iq,
+        &pass.positions,
+        ihd,
+        pass.model.rope_for(4),
+        false,
+    );
     if pass.model.semantics.indexer_fp4_round_trip {
-        hadamard(&mut iq, ihd, l, f);
-        fp4_round_trip(&mut iq, ihd, l, f);
+        ops::hadamard(&pass.device, &mut iq, ihd);
+        ops::fp4_round_trip(&pass.device, &mut iq, ihd);
     }
     let mut iw = linear::bf16(pass, x, &w.weights_proj); // [rows, ih]
     let scale = (1.0 / ((ihd * ih) as f64).sqrt()) as f32;
@@ -126,7 +123,8 @@ fn indexer_topk(
         return out;
     }
     let mut scores = vec![0f32; rows * cols];
-    index_scores(
+    ops::index_scores(
+        &pass.device,
         &iq,
         &iw,
         &key_range,
@@ -136,10 +134,8 @@ fn indexer_topk(
             head_dim: ihd,
         },
         &mut scores,
-        l,
-        f,
     );
-    index_topk(&scores, &visible, top_k, &mut out, l, f);
+    ops::index_topk(&pass.device, &scores, &visible, top_k, &mut out);
     out
 }
 

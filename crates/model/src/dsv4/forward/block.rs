@@ -1,14 +1,7 @@
 //! One transformer block: two mHC-wrapped sub-blocks, attention then the mixture of experts.
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::hc_mix::hc_mix;
-use tensorfold_kernels::hc_post::hc_post;
-use tensorfold_kernels::hc_pre::hc_pre;
-use tensorfold_kernels::hc_split_sinkhorn::hc_split_sinkhorn;
-use tensorfold_kernels::rms_norm::rms_norm;
-
 use super::Pass;
-use super::{attention, moe};
+use super::{attention, moe, ops};
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Block, Hc};
 
@@ -21,12 +14,12 @@ struct Mapping {
 fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &[f32]) -> (Vec<f32>, Mapping) {
     let c = &pass.model.config;
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
-    let (l, f) = (&pass.launch, Faults::NONE);
     let width = (2 + n) * n;
     let mut mix = vec![0f32; rows * width];
-    hc_mix(x, &hc.fn_, n * d, pass.eps(), &mut mix, l, f);
+    ops::hc_mix(&pass.device, x, &hc.fn_, n * d, pass.eps(), &mut mix);
     let (mut pre, mut post, mut comb) = (vec![0f32; rows * n], vec![0f32; rows * n], vec![0f32; rows * n * n]);
-    hc_split_sinkhorn(
+    ops::hc_split_sinkhorn(
+        &pass.device,
         &mix,
         &hc.scale,
         &hc.base,
@@ -36,20 +29,19 @@ fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &[f32]) -> (Vec<f32>, Mappin
         &mut pre,
         &mut post,
         &mut comb,
-        l,
-        f,
     );
     let mut y = vec![0f32; rows * d];
-    hc_pre(x, &pre, n, d, &mut y, l, f);
+    ops::hc_pre(&pass.device, x, &pre, n, d, &mut y);
     let mut yn = vec![0f32; rows * d];
-    rms_norm(&y, norm, pass.eps(), &mut yn, l, f);
+    ops::rms_norm(&pass.device, &y, norm, pass.eps(), &mut yn);
     (yn, Mapping { post, comb })
 }
 
 fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &[f32], x: &[f32]) -> Vec<f32> {
     let c = &pass.model.config;
     let mut out = vec![0f32; x.len()];
-    hc_post(
+    ops::hc_post(
+        &pass.device,
         f_out,
         x,
         &m.post,
@@ -57,8 +49,6 @@ fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &[f32], x: &[f32]) -> Vec<f32> {
         c.hc_mult,
         c.hidden_size,
         &mut out,
-        &pass.launch,
-        Faults::NONE,
     );
     out
 }

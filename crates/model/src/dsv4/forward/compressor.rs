@@ -1,14 +1,8 @@
 //! Feeds a batch's rows into each sequence's compressor and appends the entries they finish.
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::act_quant::act_quant;
-use tensorfold_kernels::compress::{CompressShape, compress};
-use tensorfold_kernels::fp4_round_trip::fp4_round_trip;
-use tensorfold_kernels::hadamard::hadamard;
-use tensorfold_kernels::rms_norm::rms_norm;
-use tensorfold_kernels::rope::rope;
+use tensorfold_kernels::compress::CompressShape;
 
-use super::{Pass, linear};
+use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::{CompressorState, Dsv4Cache};
 use crate::dsv4::weights::Compressor;
@@ -75,20 +69,34 @@ pub(crate) fn step(
     }
     let num_new = positions.len();
     if num_new > 0 {
-        let (l, f) = (&pass.launch, Faults::NONE);
         let mut pooled = vec![0f32; num_new * hd];
-        compress(&table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled, l, f);
+        ops::compress(
+            &pass.device,
+            &table_kv,
+            &table_gate,
+            &w.ape,
+            &token_idx,
+            shape,
+            &mut pooled,
+        );
         let mut entries = vec![0f32; num_new * hd];
-        rms_norm(&pooled, &w.norm, pass.eps(), &mut entries, l, f);
+        ops::rms_norm(&pass.device, &pooled, &w.norm, pass.eps(), &mut entries);
         let rope_dim = pass.model.config.qk_rope_head_dim;
-        rope(&mut entries, &positions, hd, pass.model.rope_for(ratio), false, l, f);
+        ops::rope(
+            &pass.device,
+            &mut entries,
+            &positions,
+            hd,
+            pass.model.rope_for(ratio),
+            false,
+        );
         let sem = pass.model.semantics;
         // KV entries: the FP8 round trip on the non-RoPE dims; indexer keys: the Hadamard rotation and the FP4 round trip.
         match kind {
-            EntryKind::Kv if sem.kv_fp8_round_trip => act_quant(&mut entries, hd, hd - rope_dim, 64, l, f),
+            EntryKind::Kv if sem.kv_fp8_round_trip => ops::act_quant(&pass.device, &mut entries, hd, hd - rope_dim, 64),
             EntryKind::Index if sem.indexer_fp4_round_trip => {
-                hadamard(&mut entries, hd, l, f);
-                fp4_round_trip(&mut entries, hd, l, f);
+                ops::hadamard(&pass.device, &mut entries, hd);
+                ops::fp4_round_trip(&pass.device, &mut entries, hd);
             }
             _ => {}
         }

@@ -3,19 +3,17 @@
 mod attention;
 mod block;
 mod compressor;
+pub mod device;
 mod linear;
 mod moe;
 mod mtp;
+mod ops;
 
 use std::ops::Range;
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::cpu::CpuLaunch;
-use tensorfold_kernels::embedding::embedding;
-use tensorfold_kernels::hc_head::hc_head;
-use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
+use self::device::Device;
 use super::batch::{Batch, SeqRows};
 use super::blocks::BlockLayout;
 use super::cache::{Dsv4Cache, SeqCache};
@@ -35,9 +33,9 @@ pub struct Dsv4Model {
     rope_compress: Vec<f32>,
 }
 
-/// What the layers of one pass share: rows, their positions and sequences, and the launch.
+/// What the layers of one pass share: rows, their positions and sequences, and the device.
 pub(crate) struct Pass<'a> {
-    pub launch: CpuLaunch,
+    pub device: Device,
     pub positions: Vec<i32>,
     pub token_ids: Vec<i32>,
     pub groups: Vec<SeqRows>,
@@ -48,7 +46,7 @@ impl Pass<'_> {
     /// A copy without the row groups (for passes over a subset of rows that touch no sequence state).
     fn clone_shallow(&self) -> Self {
         Pass {
-            launch: self.launch,
+            device: self.device.clone(),
             positions: self.positions.clone(),
             token_ids: Vec::new(),
             groups: Vec::new(),
@@ -122,7 +120,7 @@ impl Dsv4Model {
         &self,
         batch: &Batch,
         cache: &mut Dsv4Cache,
-        launch: CpuLaunch,
+        device: Device,
         layers: Range<usize>,
         at: impl Fn(&SeqCache) -> u32,
     ) -> Result<Pass<'_>, String> {
@@ -145,7 +143,7 @@ impl Dsv4Model {
             return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
         }
         Ok(Pass {
-            launch,
+            device,
             positions: batch.positions.iter().map(|&p| p as i32).collect(),
             token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
             groups,
@@ -158,13 +156,13 @@ impl Dsv4Model {
         &self,
         batch: &Batch,
         cache: &mut Dsv4Cache,
-        launch: CpuLaunch,
+        device: impl Into<Device>,
         keep_layers: bool,
     ) -> Result<Output, String> {
         self.forward_with(
             batch,
             cache,
-            launch,
+            device,
             &ForwardOptions {
                 keep_layers,
                 logit_rows: None,
@@ -177,22 +175,15 @@ impl Dsv4Model {
         &self,
         batch: &Batch,
         cache: &mut Dsv4Cache,
-        launch: CpuLaunch,
+        device: impl Into<Device>,
         opts: &ForwardOptions,
     ) -> Result<Output, String> {
         let keep_layers = opts.keep_layers;
         let c = &self.config;
-        let pass = self.pass(batch, cache, launch, 0..c.num_hidden_layers, |seq| seq.len)?;
+        let pass = self.pass(batch, cache, device.into(), 0..c.num_hidden_layers, |seq| seq.len)?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let mut emb = vec![0f32; rows * d];
-        embedding(
-            &self.weights.embed.bytes,
-            d,
-            &pass.token_ids,
-            &mut emb,
-            &launch,
-            Faults::NONE,
-        );
+        ops::embedding(&pass.device, &self.weights.embed.bytes, d, &pass.token_ids, &mut emb);
         let mut x: Vec<f32> = emb.chunks(d).flat_map(|row| row.repeat(hc)).collect(); // [rows, hc, D]
         let mut out = Output::default();
         for (layer_idx, w) in self.weights.layers.iter().enumerate() {
@@ -242,7 +233,8 @@ impl Dsv4Model {
         let (rows, d) = (pass.rows(), c.hidden_size);
         let mut y = vec![0f32; rows * d];
         let (eps, hc_eps) = (pass.eps(), c.hc_eps as f32);
-        hc_head(
+        ops::hc_head(
+            &pass.device,
             x,
             &hc.fn_,
             &hc.base,
@@ -252,11 +244,9 @@ impl Dsv4Model {
             eps,
             hc_eps,
             &mut y,
-            &pass.launch,
-            Faults::NONE,
         );
         let mut yn = vec![0f32; rows * d];
-        rms_norm(&y, norm, eps, &mut yn, &pass.launch, Faults::NONE);
+        ops::rms_norm(&pass.device, &y, norm, eps, &mut yn);
         linear::bf16(pass, &yn, &self.weights.head)
     }
 }

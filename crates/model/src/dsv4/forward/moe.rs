@@ -1,26 +1,20 @@
 //! The mixture of experts: router (biased or hash), routed MXFP4 experts grouped by expert, shared expert, join.
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::hash_router::hash_router;
-use tensorfold_kernels::moe_join::moe_join;
-use tensorfold_kernels::router::router;
-use tensorfold_kernels::swiglu::swiglu;
-
-use super::{Pass, linear};
+use super::{Pass, linear, ops};
 use crate::dsv4::weights::{Moe, Routing};
 
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
 pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
     let c = &pass.model.config;
     let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
-    let (l, f) = (&pass.launch, Faults::NONE);
     let limit = c.swiglu_limit as f32;
     let scale = c.routed_scaling_factor as f32;
     let logits = linear::bf16(pass, x, &w.gate);
     let (mut idx, mut weights) = (vec![0i32; rows * k], vec![0f32; rows * k]);
     match &w.routing {
-        Routing::Bias(bias) => router(&logits, bias, k, scale, &mut idx, &mut weights, l, f),
-        Routing::Hash(table) => hash_router(
+        Routing::Bias(bias) => ops::router(&pass.device, &logits, bias, k, scale, &mut idx, &mut weights),
+        Routing::Hash(table) => ops::hash_router(
+            &pass.device,
             &logits,
             &pass.token_ids,
             table,
@@ -29,8 +23,6 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
             scale,
             &mut idx,
             &mut weights,
-            l,
-            f,
         ),
     }
     let mut routed = vec![0f32; rows * k * d];
@@ -47,7 +39,7 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
         let g = linear::mxfp4(pass, &xe, &expert.w1);
         let u = linear::mxfp4(pass, &xe, &expert.w3);
         let mut h = vec![0f32; g.len()];
-        swiglu(&g, &u, &route, limit, &mut h, l, f);
+        ops::swiglu(&pass.device, &g, &u, &route, limit, &mut h);
         let y = linear::mxfp4(pass, &h, &expert.w2);
         for (i, &s) in slots.iter().enumerate() {
             routed[s * d..(s + 1) * d].copy_from_slice(&y[i * d..(i + 1) * d]);
@@ -58,12 +50,12 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
             let g = linear::fp8(pass, x, &sh.w1);
             let u = linear::fp8(pass, x, &sh.w3);
             let mut h = vec![0f32; g.len()];
-            swiglu(&g, &u, &vec![1.0; rows], limit, &mut h, l, f);
+            ops::swiglu(&pass.device, &g, &u, &vec![1.0; rows], limit, &mut h);
             linear::fp8(pass, &h, &sh.w2)
         }
         None => vec![0f32; rows * d],
     };
     let mut out = vec![0f32; rows * d];
-    moe_join(&routed, &shared, k, d, &mut out, l, f);
+    ops::moe_join(&pass.device, &routed, &shared, k, d, &mut out);
     out
 }

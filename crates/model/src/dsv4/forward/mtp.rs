@@ -1,10 +1,7 @@
 //! The MTP layer: predicts the token after next from the last layer's streams and the next token's embedding.
 
-use tensorfold_kernels::Faults;
-use tensorfold_kernels::embedding::embedding;
-use tensorfold_kernels::rms_norm::rms_norm;
-
-use super::{Dsv4Model, ForwardOptions, Output, block, linear};
+use super::device::Device;
+use super::{Dsv4Model, ForwardOptions, Output, block, linear, ops};
 use crate::dsv4::batch::Batch;
 use crate::dsv4::cache::Dsv4Cache;
 
@@ -16,11 +13,11 @@ impl Dsv4Model {
         batch: &Batch,
         streams: &[f32],
         cache: &mut Dsv4Cache,
-        launch: tensorfold_kernels::cpu::CpuLaunch,
+        device: impl Into<Device>,
     ) -> Result<Vec<f32>, String> {
         let opts = ForwardOptions::default();
         Ok(self
-            .forward_mtp_with(mtp_idx, batch, streams, cache, launch, &opts)?
+            .forward_mtp_with(mtp_idx, batch, streams, cache, device, &opts)?
             .logits)
     }
 
@@ -31,7 +28,7 @@ impl Dsv4Model {
         batch: &Batch,
         streams: &[f32],
         cache: &mut Dsv4Cache,
-        launch: tensorfold_kernels::cpu::CpuLaunch,
+        device: impl Into<Device>,
         opts: &ForwardOptions,
     ) -> Result<Output, String> {
         let c = &self.config;
@@ -41,7 +38,7 @@ impl Dsv4Model {
             .get(mtp_idx)
             .ok_or_else(|| format!("the checkpoint has no MTP layer {mtp_idx}"))?;
         let layer_idx = c.num_hidden_layers + mtp_idx;
-        let pass = self.pass(batch, cache, launch, layer_idx..layer_idx + 1, |seq| {
+        let pass = self.pass(batch, cache, device.into(), layer_idx..layer_idx + 1, |seq| {
             seq.mtp_len[mtp_idx]
         })?;
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
@@ -51,13 +48,13 @@ impl Dsv4Model {
                 streams.len()
             ));
         }
-        let (l, f, eps) = (&pass.launch, Faults::NONE, pass.eps());
+        let eps = pass.eps();
         let mut emb = vec![0f32; rows * d];
-        embedding(&self.weights.embed.bytes, d, &pass.token_ids, &mut emb, l, f);
+        ops::embedding(&pass.device, &self.weights.embed.bytes, d, &pass.token_ids, &mut emb);
         let mut e = vec![0f32; rows * d];
-        rms_norm(&emb, &w.enorm, eps, &mut e, l, f);
+        ops::rms_norm(&pass.device, &emb, &w.enorm, eps, &mut e);
         let mut h = vec![0f32; streams.len()];
-        rms_norm(streams, &w.hnorm, eps, &mut h, l, f);
+        ops::rms_norm(&pass.device, streams, &w.hnorm, eps, &mut h);
         let pe = linear::fp8(&pass, &e, &w.e_proj); // [rows, D]
         let ph = linear::fp8(&pass, &h, &w.h_proj); // [rows * hc, D]
         let x: Vec<f32> = ph

@@ -1,0 +1,172 @@
+//! Kernel arguments that are either host slices (uploaded for one launch, the contract's way) or buffers already on the device (the forward pass's way).
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceRepr, ValidAsZeroBits};
+
+use super::device::{DeviceOut, Gpu, Guarded};
+
+/// A kernel input: host values uploaded for the launch, or a device buffer read in place.
+pub enum In<'a, T> {
+    Host(&'a [T]),
+    Dev(CudaView<'a, T>),
+}
+
+impl<'a, T> In<'a, T> {
+    pub fn len(&self) -> usize {
+        match self {
+            In::Host(h) => h.len(),
+            In::Dev(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The host values, when the input is on the host (checks that read values run only then).
+    pub fn host(&self) -> Option<&'a [T]> {
+        match self {
+            In::Host(h) => Some(h),
+            In::Dev(_) => None,
+        }
+    }
+}
+
+impl<'a, T> From<&'a [T]> for In<'a, T> {
+    fn from(h: &'a [T]) -> Self {
+        In::Host(h)
+    }
+}
+
+impl<'a, T> From<&'a Vec<T>> for In<'a, T> {
+    fn from(h: &'a Vec<T>) -> Self {
+        In::Host(h)
+    }
+}
+
+impl<'a, T> From<&'a CudaSlice<T>> for In<'a, T> {
+    fn from(d: &'a CudaSlice<T>) -> Self {
+        In::Dev(d.as_view())
+    }
+}
+
+impl<'a, T> From<CudaView<'a, T>> for In<'a, T> {
+    fn from(d: CudaView<'a, T>) -> Self {
+        In::Dev(d)
+    }
+}
+
+/// A kernel output: a host slice (a guarded device copy written back after the launch) or a device buffer written in place.
+pub enum Out<'a, T> {
+    Host(&'a mut [T]),
+    Dev(CudaViewMut<'a, T>),
+}
+
+impl<T> Out<'_, T> {
+    pub fn len(&self) -> usize {
+        match self {
+            Out::Host(h) => h.len(),
+            Out::Dev(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'a, T> From<&'a mut [T]> for Out<'a, T> {
+    fn from(h: &'a mut [T]) -> Self {
+        Out::Host(h)
+    }
+}
+
+impl<'a, T> From<&'a mut Vec<T>> for Out<'a, T> {
+    fn from(h: &'a mut Vec<T>) -> Self {
+        Out::Host(h)
+    }
+}
+
+impl<'a, T> From<&'a mut CudaSlice<T>> for Out<'a, T> {
+    fn from(d: &'a mut CudaSlice<T>) -> Self {
+        Out::Dev(d.as_view_mut())
+    }
+}
+
+impl<'a, T> From<CudaViewMut<'a, T>> for Out<'a, T> {
+    fn from(d: CudaViewMut<'a, T>) -> Self {
+        Out::Dev(d)
+    }
+}
+
+/// An input ready for a launch: uploaded for it, or the caller's device buffer.
+pub enum Staged<'a, T> {
+    Owned(CudaSlice<T>),
+    View(CudaView<'a, T>),
+}
+
+impl<T> Staged<'_, T> {
+    /// The device values, for a kernel argument.
+    pub fn view(&self) -> CudaView<'_, T> {
+        match self {
+            Staged::Owned(s) => s.as_view(),
+            Staged::View(v) => v.slice(..),
+        }
+    }
+}
+
+/// An output ready for a launch: a guarded copy of a host slice, or the caller's device buffer.
+pub enum StagedOut<'a, T: Guarded> {
+    Guarded(DeviceOut<T>, &'a mut [T]),
+    View(CudaViewMut<'a, T>),
+}
+
+impl<T: Guarded> StagedOut<'_, T> {
+    /// The output elements, for a kernel argument.
+    pub fn view(&mut self) -> CudaViewMut<'_, T> {
+        match self {
+            StagedOut::Guarded(d, _) => d.view(),
+            StagedOut::View(v) => v.slice_mut(..),
+        }
+    }
+
+    /// Copies a host output back (checking its guard bands); a device output stays where it is.
+    pub fn finish(self, gpu: &Gpu) -> Result<(), String> {
+        match self {
+            StagedOut::Guarded(d, host) => d.finish(gpu, host),
+            StagedOut::View(_) => Ok(()),
+        }
+    }
+}
+
+impl Gpu {
+    /// Uploads a host input, or passes a device one through.
+    pub fn stage<'a, T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, x: In<'a, T>) -> Result<Staged<'a, T>, String> {
+        match x {
+            In::Host(h) => Ok(Staged::Owned(self.upload(h)?)),
+            In::Dev(v) => Ok(Staged::View(v)),
+        }
+    }
+
+    /// A guarded device copy of a host output, or a device output passed through.
+    pub fn stage_out<'a, T: Guarded>(&self, y: Out<'a, T>) -> Result<StagedOut<'a, T>, String> {
+        match y {
+            Out::Host(h) => Ok(StagedOut::Guarded(self.output(h)?, h)),
+            Out::Dev(v) => Ok(StagedOut::View(v)),
+        }
+    }
+}
+
+/// Pushes a staged input as a kernel argument.
+pub trait PushIn<'a> {
+    fn input<'b: 'a, T>(&mut self, x: &'b Staged<'_, T>) -> &mut Self;
+}
+
+impl<'a> PushIn<'a> for cudarc::driver::LaunchArgs<'a> {
+    fn input<'b: 'a, T>(&mut self, x: &'b Staged<'_, T>) -> &mut Self {
+        use cudarc::driver::PushKernelArg;
+        match x {
+            Staged::Owned(s) => self.arg(s),
+            Staged::View(v) => self.arg(v),
+        }
+    }
+}
