@@ -5,11 +5,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tensorfold_engine::pool::BLOCK_TOKENS;
-use tensorfold_engine::runner::Dsv4Runner;
+use tensorfold_engine::runner::load_runner;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
-use tensorfold_model::dsv4::load_model;
-use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::Tokenizer;
 
 use crate::auth::Keys;
@@ -123,11 +121,11 @@ fn generation_defaults(dir: &Path) -> (f32, f32) {
 
 /// Loads the checkpoint in `dir` and starts its engine.
 pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
-    let model = load_model(dir, Semantics::official()).map_err(|e| format!("loading {}: {e}", dir.display()))?;
-    let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
-    let chat = ChatFormat::load(dir)?;
-    let context = cfg.context.min(model.config.max_position_embeddings).max(2);
     let device = cfg.device.open(cfg.threads)?;
+    let loaded = load_runner(dir, device).map_err(|e| format!("loading {}: {e}", dir.display()))?;
+    let tok = Tokenizer::load(dir, loaded.bos_token_id, loaded.eos_token_id).map_err(|e| e.to_string())?;
+    let chat = ChatFormat::load(dir)?;
+    let context = cfg.context.min(loaded.max_context).max(2);
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
@@ -141,7 +139,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
         },
         ..EngineConfig::default()
     };
-    let engine = Engine::new(Box::new(Dsv4Runner::new(model, device)), ecfg);
+    let engine = Engine::new(loaded.runner, ecfg);
     let (temperature, top_p) = generation_defaults(dir);
     Ok(Loaded {
         engine: EngineHandle::spawn(engine),
