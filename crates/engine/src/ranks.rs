@@ -1,0 +1,34 @@
+//! `--tp N`: a runner whose passes are shared by N ranks (attention heads and routed experts split, outputs gathered).
+
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
+use tensorfold_model::dsv4::forward::parallel::{RankGroup, check_ranks};
+
+use crate::runner::Dsv4Runner;
+
+/// A runner for `model` on `spec` shared by `tp` ranks; the CPU gives each rank `threads / tp` threads (at least one).
+pub fn runner(model: Dsv4Model, spec: DeviceSpec, threads: usize, tp: usize) -> Result<Dsv4Runner, String> {
+    check_ranks(&model, tp)?;
+    if tp == 1 {
+        return Ok(Dsv4Runner::new(model, spec.open(threads)?));
+    }
+    if let DeviceSpec::Cuda(_) = spec {
+        return Err(format!(
+            "--tp {tp} with --device {spec}: ranks on several GPUs need one process per GPU joined over NCCL, \
+             which this build does not have yet; run --tp {tp} with --device cpu, or --tp 1 on one GPU"
+        ));
+    }
+    let per_rank = (threads / tp).max(1);
+    let device = Device::Cpu(CpuLaunch::serving(per_rank));
+    let ranks = RankGroup::threads(&model, tp, |_| Ok(Device::Cpu(CpuLaunch::serving(per_rank))))?;
+    Ok(Dsv4Runner {
+        ranks: Some(ranks),
+        ..Dsv4Runner::new(model, device)
+    })
+}
+
+/// The ranks of `runner`, for reports: 1 when it runs alone.
+pub fn rank_count(runner: &Dsv4Runner) -> usize {
+    runner.ranks.as_ref().map_or(1, |r| r.ranks())
+}
