@@ -1,7 +1,8 @@
 """Float64 building blocks of the DeepSeek V4.1 reference, each written from MODELS-V41.md (and MODELS.md for V4 parts).
 
 Checkpoint reading and exact dequantization, the fake-quant round trips of the KV caches and the indexer, RoPE with
-YaRN, mHC mixing, and Engram's token map and hash constants (as DeepSeek's Engram reference derives them).
+YaRN, mHC mixing and the lagged collapse, Engram's token map, hash constants (as DeepSeek's Engram reference derives
+them) and FP8 table lookup, and DSpark's Markov head.
 """
 
 import json
@@ -169,6 +170,19 @@ def hc_mixes(X: torch.Tensor, fn, base, scale, hc_eps: float, norm_eps: float, i
     return pre, post, c
 
 
+def lagged_collapse(X: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
+    """sum_i pi_i X_i of streams X [T, hc, D] with the previous sublayer's pre-mix pi [T, hc] (one-hot on stream 0 at layer 0)."""
+    return (pi[:, :, None] * X).sum(1)
+
+
+# ---------------------------------------------------------------- DSpark
+
+
+def markov_logits(logits: torch.Tensor, prev, embed: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+    """logits_i + H_m E_m[prev_i]: the Markov embedding of each draft's previous token through the Markov head [vocab, rank]."""
+    return logits + embed[torch.as_tensor(prev)] @ head.T
+
+
 # ---------------------------------------------------------------- Engram constants
 
 
@@ -222,6 +236,13 @@ def engram_tables(layer_ids, vocab_per_ngram, n_heads, compressed_vocab):
         offsets = np.concatenate([[0], np.cumsum(primes)[:-1]]).astype(np.int64)
         out[layer] = (mult, np.array(primes, dtype=np.int64), offsets)
     return out
+
+
+def engram_lookup(codes: torch.Tensor, scales: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+    """Table rows [T, heads] of the F8_E4M3 `engram.embed` [N, dim] times its e8m0 scale per 32 columns -> [T, heads * dim]."""
+    r = torch.from_numpy(rows)
+    s = scales[r].float().to(F).repeat_interleave(32, -1)
+    return (codes[r].float().to(F) * s).reshape(r.shape[0], -1)
 
 
 def engram_rows(compressed_ids: np.ndarray, tables, pad: int, n_heads: int) -> np.ndarray:

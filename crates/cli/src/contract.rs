@@ -78,7 +78,10 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
             println!(
                 "{} ({}): {} cases, {} {backend} launch records, controls [{}]; bound rel-norm {:e}, per element {:e} + {:e}|ref|: {}",
                 k.name(),
-                k.family(),
+                std::iter::once(k.family())
+                    .chain(k.also_in().iter().copied())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 k.cases().len(),
                 k.launches(backend).len(),
                 k.controls_on(backend).join(", "),

@@ -13,6 +13,7 @@ pub mod act_quant;
 pub mod embedding;
 pub mod engram_gate;
 pub mod engram_hash;
+pub mod engram_lookup;
 pub mod fp4_round_trip;
 pub mod hadamard;
 pub mod head_rms_norm;
@@ -38,6 +39,7 @@ pub mod router;
 // group D: compressor, indexer, attention
 pub mod candidate_pool;
 pub mod compress;
+pub mod dspark_markov;
 pub mod index_scores;
 pub mod index_topk;
 pub mod sparse_attn;

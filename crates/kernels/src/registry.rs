@@ -11,6 +11,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::embedding::Embedding,
         &crate::engram_gate::EngramGate,
         &crate::engram_hash::EngramHash,
+        &crate::engram_lookup::EngramLookup,
         &crate::fp4_round_trip::Fp4RoundTrip,
         &crate::nvfp4_round_trip::Nvfp4RoundTrip,
         &crate::hadamard::Hadamard,
@@ -37,6 +38,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::index_scores::IndexScores,
         &crate::index_topk::IndexTopk,
         &crate::candidate_pool::CandidatePool,
+        &crate::dspark_markov::DsparkMarkov,
         &crate::sparse_attn::SparseAttn,
     ]
 }

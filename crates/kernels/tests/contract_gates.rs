@@ -140,3 +140,34 @@ fn registry_passes_with_every_control_red() {
     assert_eq!(s.red, s.controls);
     assert!(s.controls >= 2 * s.kernels);
 }
+
+#[test]
+fn dsv41_run_covers_every_v41_kernel_with_every_control_red() {
+    let opts = RunOptions {
+        backend: Backend::Cpu,
+        only: Some("dsv41".into()),
+        kernel: None,
+    };
+    let mut out = Vec::new();
+    let s = run(&registry::all(), &opts, &KnownFindings::bundled(), &mut out);
+    let report = String::from_utf8(out).unwrap();
+    eprintln!("{report}{}", s.line(Backend::Cpu));
+    assert!(s.ok(), "{report}");
+    for name in [
+        "nvfp4_round_trip",
+        "candidate_pool",
+        "engram_hash",
+        "engram_lookup",
+        "engram_gate",
+        "dspark_markov",
+        "hc_pre",
+        "compress",
+    ] {
+        assert!(
+            report.contains(&format!("cpu {name} rows=")),
+            "{name} is not in the dsv41 run"
+        );
+    }
+    assert_eq!((s.pass, s.red), (s.kernels, s.controls));
+    assert!(s.controls >= 2 * s.kernels);
+}

@@ -64,3 +64,54 @@ fn the_compressor_indexer_and_attention_kernels_have_a_cuda_side_with_a_race_con
         }
     }
 }
+
+#[test]
+fn every_dsv4_kernel_has_a_cuda_side_with_a_race_control() {
+    let dsv4: Vec<_> = registry::all().into_iter().filter(|k| k.family() == "dsv4").collect();
+    assert!(dsv4.iter().any(|k| k.name() == "mxfp4_gemm"));
+    for kernel in dsv4 {
+        let name = kernel.name();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert!(k.controls.len() >= 2 && k.controls.contains(&"race_no_sync"), "{name}");
+        for control in k.controls {
+            assert!(
+                k.source.contains(&format!("TF_FAULT_{control}")),
+                "{name}: {control} is not planted"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_dsv41_kernel_has_a_cuda_side_with_a_race_control() {
+    let v41: Vec<_> = registry::all()
+        .into_iter()
+        .filter(|k| k.family() == "dsv41" || k.also_in().contains(&"dsv41"))
+        .collect();
+    assert!(v41.len() >= 8, "{} dsv41 kernels", v41.len());
+    for kernel in v41 {
+        let name = kernel.name();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert_eq!(k.name, name);
+        assert!(k.controls.len() >= 2 && k.controls.contains(&"race_no_sync"), "{name}");
+        assert_eq!(kernel.launches(Backend::Cuda).len(), k.records.len(), "{name}");
+        for control in k.controls {
+            assert!(
+                k.source.contains(&format!("TF_FAULT_{control}")),
+                "{name}: {control} is not planted"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_quantised_and_bf16_gemms_run_on_tensor_cores() {
+    for name in ["fp8_gemm", "mxfp4_gemm", "bf16_gemm", "grouped_proj"] {
+        let kernel = registry::all().into_iter().find(|k| k.name() == name).unwrap();
+        let k = kernel.cuda().unwrap_or_else(|| panic!("{name} has no CUDA side"));
+        assert!(
+            k.source.contains("mma.sync.aligned.m16n8k16"),
+            "{name} has no tensor-core MMA"
+        );
+    }
+}

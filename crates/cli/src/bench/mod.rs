@@ -4,6 +4,7 @@ mod cache;
 mod client;
 mod concurrent;
 mod decode;
+mod forward;
 mod kernels;
 mod prompts;
 mod sse;
@@ -21,6 +22,8 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// The GEMM kernels on V4-Flash shapes with 1 and 2 threads, against a plain 2-thread read of a large buffer.
     Kernels(kernels::KernelsArgs),
+    /// The model in-process on --device: prompt speed, batch-1 decode per token and per layer against weight bytes and the device copy bandwidth.
+    Forward(forward::ForwardArgs),
     /// Single-stream SSE decode speed and inter-token latency over the shipped prompts, against a running server.
     Decode(decode::DecodeArgs),
     /// Time to first token of a long prompt the server has never seen, then of the same prompt resumed.
@@ -32,6 +35,7 @@ enum BenchWhat {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Kernels(a) => kernels::run(a),
+        BenchWhat::Forward(a) => forward::run(a),
         BenchWhat::Decode(a) => client::block_on(decode::run(a)),
         BenchWhat::Cache(a) => client::block_on(cache::run(a)),
         BenchWhat::Concurrent(a) => client::block_on(concurrent::run(a)),

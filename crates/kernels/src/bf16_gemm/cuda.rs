@@ -1,4 +1,4 @@
-//! CUDA `bf16_gemm`: 64x64 tiles on CUDA cores, K in fixed 32-wide chunks, so every row's bits are the same at any batch size.
+//! CUDA `bf16_gemm`: 64x128 tensor-core tiles (x split exactly into three bf16 pieces), K in fixed 32-wide stages, so every row's bits are the same at any batch size.
 
 use cudarc::driver::PushKernelArg;
 
@@ -7,7 +7,7 @@ use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "bf16_gemm",
-    source: include_str!("bf16_gemm.cu"),
+    source: concat!(include_str!("../cuda/mma.cuh"), include_str!("bf16_gemm.cu")),
     entries: &["bf16_gemm"],
     controls: &["race_no_sync", "drop_tail", "skip_last_row"],
     records: &[
@@ -40,7 +40,7 @@ pub fn bf16_gemm_cuda<'a>(
         let (mm, nn, kk) = (m as i32, n as i32, k as i32);
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
-        let tiles = n.div_ceil(64) * m.div_ceil(64);
+        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; x holds `m * k`, w `n * k` and out `m * n` values.
         cuda::launched("bf16_gemm", unsafe { b.launch(launch.config(tiles)) })?;
     }

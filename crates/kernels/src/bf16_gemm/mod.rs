@@ -54,11 +54,12 @@ impl Kernel for Bf16Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // Awkward sizes; router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K.
+        // Awkward sizes (512 rows: a prompt chunk beside decode rows); router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K.
         [
             (3, 1, 1),
             (17, 31, 257),
             (5, 37, 1031),
+            (512, 136, 264),
             (4, 256, 4096),
             (2, 1024, 4096),
             (3, 64, 4096),

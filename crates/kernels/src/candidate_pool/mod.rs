@@ -1,8 +1,10 @@
 //! `candidate_pool`: DeepSeek V4.1's candidate blocks per query row, the top blocks of indexer scores by their maximum, the newest block always kept.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::candidate_pool;
+pub use cuda::candidate_pool_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -107,7 +109,11 @@ impl Kernel for CandidatePool {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -115,16 +121,12 @@ impl Kernel for CandidatePool {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
         let (block, top) = (case.get("block"), case.get("top_blocks"));
-        candidate_pool(
-            inputs[0].buf.f32(),
-            inputs[1].buf.i32(),
-            block,
-            top,
-            out[0].i32(),
-            l,
-            faults,
-        );
+        let (scores, visible) = (inputs[0].buf.f32(), inputs[1].buf.i32());
+        match launch {
+            Launch::Cpu(l) => candidate_pool(scores, visible, block, top, out[0].i32(), l, faults),
+            Launch::Cuda(c) => candidate_pool_cuda(c, scores, visible, block, top, out[0].i32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

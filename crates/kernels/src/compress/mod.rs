@@ -34,6 +34,10 @@ impl Kernel for Compress {
         "dsv4"
     }
 
+    fn also_in(&self) -> &'static [&'static str] {
+        &["dsv41"]
+    }
+
     fn bound(&self) -> Bound {
         Bound {
             rel_norm: 1e-6,

@@ -273,6 +273,10 @@ pub trait Kernel: Sync {
     fn name(&self) -> &'static str;
     /// The model family that uses it (`dsv4`, ...).
     fn family(&self) -> &'static str;
+    /// Later families that reuse this kernel unchanged; `--only` with one of them includes it.
+    fn also_in(&self) -> &'static [&'static str] {
+        &[]
+    }
     fn bound(&self) -> Bound;
     fn cases(&self) -> Vec<Case>;
     /// Inputs for `case`, drawn from `rng` (seeded by the case name).

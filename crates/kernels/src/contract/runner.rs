@@ -58,7 +58,9 @@ impl Summary {
 }
 
 pub(super) fn selected(kernel: &dyn Kernel, opts: &RunOptions) -> bool {
-    opts.only.as_deref().is_none_or(|f| f == kernel.family())
+    opts.only
+        .as_deref()
+        .is_none_or(|f| f == kernel.family() || kernel.also_in().contains(&f))
         && opts.kernel.as_deref().is_none_or(|k| k == kernel.name())
 }
 

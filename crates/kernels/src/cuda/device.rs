@@ -211,3 +211,19 @@ impl Gpu {
         ))
     }
 }
+
+impl Gpu {
+    /// Device-to-device copy speed over a buffer of `bytes`: bytes copied per second (each is read once and written once).
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, String> {
+        let src = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_err("alloc"))?;
+        let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_err("alloc"))?;
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(driver_err("copy"))?;
+        self.sync()?;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(driver_err("copy"))?;
+        }
+        self.sync()?;
+        Ok((bytes * reps) as f64 / t.elapsed().as_secs_f64())
+    }
+}

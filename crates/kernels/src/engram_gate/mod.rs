@@ -1,8 +1,10 @@
 //! `engram_gate`: DeepSeek V4.1 Engram's context gate, each residual stream plus its sigmoid gate times the retrieved value.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::engram_gate;
+pub use cuda::engram_gate_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -107,7 +109,11 @@ impl Kernel for EngramGate {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -115,15 +121,21 @@ impl Kernel for EngramGate {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        let x = out[0].f32();
-        x.copy_from_slice(inputs[0].buf.f32());
-        let (keys, v, qw, kw) = (
+        let y = out[0].f32();
+        let (x, keys, v, qw, kw) = (
+            inputs[0].buf.f32(),
             inputs[1].buf.f32(),
             inputs[2].buf.f32(),
             inputs[3].buf.f32(),
             inputs[4].buf.f32(),
         );
-        engram_gate(x, keys, v, qw, kw, case.get("hc"), EPS, l, faults);
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                engram_gate(y, keys, v, qw, kw, case.get("hc"), EPS, l, faults);
+            }
+            Launch::Cuda(c) => engram_gate_cuda(c, x, keys, v, qw, kw, case.get("hc"), EPS, y, faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

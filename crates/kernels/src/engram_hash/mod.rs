@@ -1,8 +1,10 @@
 //! `engram_hash`: DeepSeek V4.1 Engram's n-gram hash, `row = (xor_{s<=n} t_s * m_s) mod P_head + offset_head` for n-grams 2..max.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::engram_hash;
+pub use cuda::engram_hash_cuda;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
@@ -110,7 +112,11 @@ impl Kernel for EngramHash {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -118,17 +124,13 @@ impl Kernel for EngramHash {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        let (tokens, primes) = (inputs[0].buf.i32(), inputs[2].buf.i32());
-        engram_hash(
-            tokens,
-            &multipliers(&inputs[1]),
-            primes,
-            case.get("n_heads"),
-            out[0].i32(),
-            l,
-            faults,
-        );
+        let (tokens, primes, n_heads) = (inputs[0].buf.i32(), inputs[2].buf.i32(), case.get("n_heads"));
+        let mults = multipliers(&inputs[1]);
+        match launch {
+            Launch::Cpu(l) => engram_hash(tokens, &mults, primes, n_heads, out[0].i32(), l, faults),
+            Launch::Cuda(c) => engram_hash_cuda(c, tokens, &mults, primes, n_heads, out[0].i32(), faults)
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 64x64 tiles on CUDA cores with K in fixed 128-blocks.
+//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 64x128 tensor-core tiles with K in fixed 128-blocks.
 
 use cudarc::driver::PushKernelArg;
 
@@ -10,7 +10,7 @@ pub const MAX_K: usize = 8192;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
-    source: include_str!("fp8_gemm.cu"),
+    source: concat!(include_str!("../cuda/mma.cuh"), include_str!("fp8_gemm.cu")),
     entries: &["fp8_gemm_quant", "fp8_gemm"],
     controls: &["race_no_sync", "lost_act_scale", "skip_last_column", "drop_tail_block"],
     records: &[
@@ -65,7 +65,7 @@ pub fn fp8_gemm_cuda<'a>(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let tiles = n.div_ceil(64) * m.div_ceil(64);
+        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
         cuda::launched("fp8_gemm", unsafe { b.launch(launch.config(tiles)) })?;
     }

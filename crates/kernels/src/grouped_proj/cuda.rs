@@ -7,7 +7,11 @@ use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "grouped_proj",
-    source: concat!(include_str!("../fp8_gemm/fp8_gemm.cu"), include_str!("grouped_proj.cu")),
+    source: concat!(
+        include_str!("../cuda/mma.cuh"),
+        include_str!("../fp8_gemm/fp8_gemm.cu"),
+        include_str!("grouped_proj.cu")
+    ),
     entries: &["grouped_proj_quant", "grouped_proj"],
     controls: &["race_no_sync", "wrong_group", "lost_act_scale"],
     records: &[
@@ -52,7 +56,7 @@ pub fn grouped_proj_cuda(
         cuda::launched("grouped_proj_quant", unsafe { b.launch(launch.config(rows * groups)) })?;
     }
     let (m, gs, ol) = (rows as i32, groups as i32, o_lora as i32);
-    let tiles = o_lora.div_ceil(64) * rows.div_ceil(64);
+    let tiles = o_lora.div_ceil(128) * rows.div_ceil(64);
     for g in 0..gs {
         let mut yv = y.view();
         let mut b = gpu.stream.launch_builder(&gemm);

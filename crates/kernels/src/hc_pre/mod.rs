@@ -1,4 +1,4 @@
-//! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i`.
+//! `hc_pre`: collapses a token row's hc residual streams into the block input, `y = sum_i pre_i * X_i` (also V4.1's lagged collapse, `pre` the previous sublayer's pre-mix).
 
 pub(crate) mod cpu;
 pub mod cuda;
@@ -19,6 +19,10 @@ impl Kernel for HcPre {
 
     fn family(&self) -> &'static str {
         "dsv4"
+    }
+
+    fn also_in(&self) -> &'static [&'static str] {
+        &["dsv41"]
     }
 
     fn bound(&self) -> Bound {
@@ -44,13 +48,24 @@ impl Kernel for HcPre {
         ] {
             cases.push(Case::new(rows, &[("hc", hc), ("dim", dim)]));
         }
+        // DeepSeek V4.1's lagged collapse (hidden 5120): even rows carry layer 0's one-hot pre-mix.
+        for (rows, dim) in [(6, 5120), (17, 33)] {
+            cases.push(Case::new(rows, &[("hc", 4), ("dim", dim), ("one_hot_even_rows", 1)]));
+        }
         cases
     }
 
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
         let (hc, dim) = (case.get("hc"), case.get("dim"));
         let x: Vec<f32> = (0..case.rows * hc * dim).map(|_| 3.0 * rng.normal()).collect();
-        let pre: Vec<f32> = (0..case.rows * hc).map(|_| rng.uniform() as f32 + 1e-6).collect();
+        let one_hot = case.params.contains(&("one_hot_even_rows", 1));
+        let pre: Vec<f32> = (0..case.rows * hc)
+            .map(|i| match (one_hot && (i / hc) % 2 == 0, i % hc) {
+                (true, 0) => 1.0,
+                (true, _) => 0.0,
+                _ => rng.uniform() as f32 + 1e-6,
+            })
+            .collect();
         vec![
             Arg::per_row("x", Buf::F32(x), hc * dim),
             Arg::per_row("pre", Buf::F32(pre), hc),

@@ -1,10 +1,12 @@
 //! `mxfp4_gemm`: routed-expert GEMM, `y = act_quant(x) . W^T` with MXFP4 weights (w1, w2, w3 of every routed expert).
 
 mod cpu;
+pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, mxfp4_gemm};
+pub use cuda::mxfp4_gemm_cuda;
 
 use tensorfold_formats::e2m1;
 
@@ -35,12 +37,13 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes (k a multiple of 32), then V4-Flash w1/w3 [2048, 4096] and w2 [4096, 2048].
+        // (rows, n, k): awkward sizes (k a multiple of 32; 512 rows: a prompt chunk beside decode rows), then V4-Flash w1/w3 [2048, 4096] and w2 [4096, 2048].
         [
             (3, 1, 32),
             (17, 31, 96),
             (6, 257, 1056),
             (9, 33, 160),
+            (512, 136, 288),
             (2, 2048, 4096),
             (2, 4096, 2048),
         ]
@@ -94,7 +97,11 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -102,9 +109,13 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
         let (n, k) = (case.get("n"), case.get("k"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
-        mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults);
+        match launch {
+            Launch::Cpu(l) => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
+            Launch::Cuda(c) => {
+                mxfp4_gemm_cuda(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
     }
 }

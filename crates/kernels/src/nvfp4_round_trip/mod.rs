@@ -1,8 +1,10 @@
 //! `nvfp4_round_trip`: DeepSeek V4.1's compressed-KV FP4 simulation, `x = e2m1(clamp(x / s, ±6)) * s` with `s = e4m3(amax / 6)` per 16.
 
 mod cpu;
+mod cuda;
 
 pub use cpu::{NVFP4_BLOCK, nvfp4_round_trip};
+pub use cuda::nvfp4_round_trip_cuda;
 
 use crate::act_quant::{block_values, round_to_grid};
 use crate::contract::rng::Rng;
@@ -92,7 +94,11 @@ impl Kernel for Nvfp4RoundTrip {
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::cpu_records(backend)
+        crate::contract::records(backend, self.cuda())
+    }
+
+    fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
+        Some(&cuda::KERNEL)
     }
 
     fn controls(&self) -> &'static [&'static str] {
@@ -100,9 +106,13 @@ impl Kernel for Nvfp4RoundTrip {
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
-        let l = launch.cpu();
-        let y = out[0].f32();
-        y.copy_from_slice(inputs[0].buf.f32());
-        nvfp4_round_trip(y, case.get("dim"), l, faults);
+        let (x, y, dim) = (inputs[0].buf.f32(), out[0].f32(), case.get("dim"));
+        match launch {
+            Launch::Cpu(l) => {
+                y.copy_from_slice(x);
+                nvfp4_round_trip(y, dim, l, faults);
+            }
+            Launch::Cuda(c) => nvfp4_round_trip_cuda(c, x, dim, y, faults).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
 }

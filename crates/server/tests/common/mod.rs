@@ -67,7 +67,18 @@ pub fn config(name: &str) -> ServerConfig {
         drafts: true,
         mtp_drafts: 1,
         threads: 1,
+        device: test_device(),
         log: false,
+    }
+}
+
+/// The device `TENSORFOLD_TEST_DEVICE` names (`cpu` by default; `cuda` runs the HTTP suites with the model on the GPU).
+fn test_device() -> tensorfold_model::dsv4::forward::device::DeviceSpec {
+    match std::env::var("TENSORFOLD_TEST_DEVICE") {
+        Ok(spec) => spec
+            .parse()
+            .unwrap_or_else(|e| panic!("TENSORFOLD_TEST_DEVICE={spec}: {e}")),
+        Err(_) => Default::default(),
     }
 }
 

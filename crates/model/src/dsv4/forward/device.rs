@@ -116,3 +116,28 @@ pub(crate) fn ok(name: &str, r: Result<(), String>) {
         panic!("{name} on CUDA failed: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse_and_bad_ones_say_the_fix() {
+        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
+        assert_eq!("cuda".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(0)));
+        assert_eq!("cuda:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(3)));
+        assert_eq!(DeviceSpec::Cuda(3).to_string(), "cuda:3");
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda3"] {
+            let e = bad.parse::<DeviceSpec>().unwrap_err();
+            assert!(e.contains("use cpu, cuda or cuda:N"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_cuda_device_that_cannot_open_says_why_and_the_fix() {
+        match DeviceSpec::Cuda(0).open(1) {
+            Ok(d) => eprintln!("CUDA is present here ({}); nothing to refuse", DeviceSpec::describe(&d)),
+            Err(e) => assert!(e.contains("CUDA is unavailable") && e.contains("--device cpu"), "{e}"),
+        }
+    }
+}

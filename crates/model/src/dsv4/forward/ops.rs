@@ -194,14 +194,15 @@ pub(crate) fn dequant_gemm(
     }
 }
 
-/// MXFP4 GEMM on FP8-quantised activations; CUDA has no mxfp4_gemm yet, so there it is act_quant (per 128) then dequant_gemm, the same products summed in another order.
 pub(crate) fn mxfp4_gemm(d: &Device, x: &[f32], w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut [f32]) {
     match d {
         Device::Cpu(l) => m4::mxfp4_gemm(x, w, scale, n, k, out, l, F),
-        Device::Cuda(_) => {
-            let mut xq = vec![0f32; x.len()];
-            act_quant_into(d, x, k, k, 128, &mut xq);
-            dequant_gemm(d, &xq, w, scale, WeightFormat::Mxfp4, n, k, 1, out);
+        Device::Cuda(c) => {
+            let (wd, sd) = (res!(c, w), res!(c, scale));
+            ok(
+                "mxfp4_gemm",
+                m4::cuda::mxfp4_gemm_cuda(record(&m4::cuda::KERNEL), x, &*wd, &*sd, n, k, out, F),
+            );
         }
     }
 }
@@ -233,18 +234,13 @@ pub(crate) fn rope(d: &Device, x: &mut [f32], positions: &[i32], head_dim: usize
     }
 }
 
-fn act_quant_into(d: &Device, x: &[f32], row_len: usize, n: usize, block: usize, out: &mut [f32]) {
-    let k = record(&aq::cuda::KERNEL);
-    let _ = d;
-    ok("act_quant", aq::cuda::act_quant_cuda(k, x, row_len, n, block, out, F));
-}
-
 pub(crate) fn act_quant(d: &Device, x: &mut [f32], row_len: usize, n: usize, block: usize) {
     match d {
         Device::Cpu(l) => aq::act_quant(x, row_len, n, block, l, F),
         Device::Cuda(_) => {
             let xin = x.to_vec();
-            act_quant_into(d, &xin, row_len, n, block, x);
+            let k = record(&aq::cuda::KERNEL);
+            ok("act_quant", aq::cuda::act_quant_cuda(k, &xin, row_len, n, block, x, F));
         }
     }
 }

@@ -1,0 +1,127 @@
+//! `tensorfold bench forward`: the model in-process on a device: prompt rows per second, batch-1 decode time per token and per layer against the bytes a token reads, beside the device's copy bandwidth.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use serde_json::json;
+use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
+use tensorfold_model::dsv4::cache::Dsv4Cache;
+use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
+use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::dsv4::{load_model, manifest};
+
+#[derive(Args)]
+pub struct ForwardArgs {
+    /// Checkpoint folder (e.g. written by `tensorfold synth --preset flash-layers --layers N`).
+    #[arg(long)]
+    model: PathBuf,
+    /// Where the model runs: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: DeviceSpec,
+    /// CPU threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Prompt rows in one pass.
+    #[arg(long, default_value_t = 64)]
+    prompt_tokens: usize,
+    /// Timed batch-1 decode steps after the prompt (one untimed step first).
+    #[arg(long, default_value_t = 16)]
+    decode_tokens: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Bytes one decode token reads from the weights: per main layer (everything but the unselected routed experts), and the head.
+fn bytes_per_token(model: &Dsv4Model) -> (f64, f64) {
+    let c = &model.config;
+    let share = c.num_experts_per_tok as f64 / c.n_routed_experts as f64;
+    let (mut layers, mut head) = (0f64, 0f64);
+    for spec in manifest(c).specs {
+        let b = spec.num_bytes() as f64;
+        if spec.name.starts_with("layers.") {
+            if spec.name.contains(".ffn.gate.tid2eid") {
+                continue;
+            }
+            layers += if spec.name.contains(".ffn.experts.") {
+                b * share
+            } else {
+                b
+            };
+        } else if spec.name.starts_with("head.") || spec.name.starts_with("hc_head") || spec.name.starts_with("norm.") {
+            head += b;
+        }
+    }
+    (layers / c.num_hidden_layers as f64, head)
+}
+
+fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize, tokens: &[u32]) -> anyhow::Result<()> {
+    let mut b = Batch::default();
+    b.push_seq(SeqSlot(0), start as u32, tokens);
+    let opts = ForwardOptions {
+        keep_layers: false,
+        logit_rows: Some(vec![tokens.len() - 1]),
+    };
+    model
+        .forward_with(&b, cache, device.clone(), &opts)
+        .map_err(|e| anyhow!(e))?;
+    Ok(())
+}
+
+pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
+    let model =
+        load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
+    let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
+    let c = &model.config;
+    let prompt: Vec<u32> = (0..args.prompt_tokens.max(1))
+        .map(|i| (i * 7919 % c.vocab_size) as u32)
+        .collect();
+    let mut cache = Dsv4Cache::default();
+    let t = Instant::now();
+    step(&model, &mut cache, &device, 0, &prompt)?;
+    let first_prompt_s = t.elapsed().as_secs_f64();
+    let mut cache2 = Dsv4Cache::default();
+    let t = Instant::now();
+    step(&model, &mut cache2, &device, 0, &prompt)?;
+    let prompt_s = t.elapsed().as_secs_f64();
+    let mut pos = prompt.len();
+    step(&model, &mut cache, &device, pos, &[1])?;
+    pos += 1;
+    let t = Instant::now();
+    for i in 0..args.decode_tokens {
+        step(&model, &mut cache, &device, pos, &[(i * 31 % c.vocab_size) as u32])?;
+        pos += 1;
+    }
+    let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
+    let (layer_bytes, head_bytes) = bytes_per_token(&model);
+    let layers = c.num_hidden_layers as f64;
+    let layer_ms = decode_s * 1e3 / layers;
+    let copy = match &device {
+        Device::Cuda(d) => Some(d.gpu.copy_bandwidth(1 << 30, 10).map_err(|e| anyhow!(e))?),
+        Device::Cpu(_) => None,
+    };
+    let token_gbs = (layer_bytes * layers + head_bytes) / decode_s / 1e9;
+    let report = json!({
+        "device": DeviceSpec::describe(&device),
+        "layers": c.num_hidden_layers,
+        "prompt_tokens": prompt.len(),
+        "first_prompt_s": first_prompt_s,
+        "prompt_tokens_per_s": prompt.len() as f64 / prompt_s,
+        "decode_ms_per_token": decode_s * 1e3,
+        "decode_ms_per_layer": layer_ms,
+        "weight_mb_per_layer_token": layer_bytes / 1e6,
+        "head_mb_per_token": head_bytes / 1e6,
+        "decode_weight_gbs": token_gbs,
+        "device_copy_gbs": copy.map(|b| b / 1e9),
+        "decode_share_of_copy_bandwidth": copy.map(|b| token_gbs * 1e9 / b),
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(())
+}

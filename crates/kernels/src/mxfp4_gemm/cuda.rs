@@ -1,0 +1,77 @@
+//! CUDA `mxfp4_gemm`: activations act_quant'ed per row (fp8_gemm's quantiser), then 64x128 tensor-core tiles with K in fixed 32-blocks.
+
+use cudarc::driver::PushKernelArg;
+
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::faults::Faults;
+use crate::fp8_gemm::MAX_K;
+
+pub static KERNEL: CudaKernel = CudaKernel {
+    name: "mxfp4_gemm",
+    source: concat!(
+        include_str!("../cuda/mma.cuh"),
+        include_str!("../fp8_gemm/fp8_gemm.cu"),
+        include_str!("mxfp4_gemm.cu")
+    ),
+    entries: &["mxfp4_gemm_quant", "mxfp4_gemm"],
+    controls: &["race_no_sync", "swap_nibbles", "lost_act_scale", "order_by_tile"],
+    records: &[
+        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(256, 1),
+        CudaLaunch::new(256, 7),
+    ],
+};
+
+/// `out = act_quant(x) . W^T` with e2m1 `w` `[n, k/2]` (low nibble first) and e8m0 `w_scale` `[n, k/32]`, on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn mxfp4_gemm_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    w: impl Into<In<'a, u8>>,
+    w_scale: impl Into<In<'a, u8>>,
+    n: usize,
+    k: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    let x = x.into();
+    let w = w.into();
+    let w_scale = w_scale.into();
+    let out = out.into();
+    if k > MAX_K || !k.is_multiple_of(32) {
+        return Err(format!(
+            "mxfp4_gemm on CUDA: K {k} must be a multiple of 32 and at most {MAX_K}"
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
+    let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
+    let m = x.len() / k;
+    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
+    let mut q = gpu.upload(&vec![0f32; m * k])?;
+    let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
+    let mut y = gpu.stage_out(out)?;
+    let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+    {
+        let mut b = gpu.stream.launch_builder(&quant);
+        b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
+        // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
+        cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
+    }
+    {
+        let mut yv = y.view();
+        let mut b = gpu.stream.launch_builder(&gemm);
+        b.arg(&q)
+            .arg(&qs)
+            .input(&wd)
+            .input(&sd)
+            .arg(&mut yv)
+            .arg(&mm)
+            .arg(&nn)
+            .arg(&kk);
+        let tiles = n.div_ceil(128) * m.div_ceil(64);
+        // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
+        cuda::launched("mxfp4_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+    }
+    y.finish(gpu)
+}

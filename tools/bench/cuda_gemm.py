@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
+
+Usage: cuda_gemm.py CUBIN_DIR [--json OUT]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
+(`pick_cubins.py` copies them out of the NVRTC cache). Each row: median ms of the GEMM launch alone (activations already quantised),
+its TFLOP/s, and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
+"""
+
+import ctypes
+import json
+import sys
+
+import torch
+
+CU = ctypes.CDLL("libcuda.so.1")
+
+
+def check(r, what):
+    if r != 0:
+        raise RuntimeError(f"{what}: CUresult {r}")
+
+
+def load(path, entries):
+    module = ctypes.c_void_p()
+    data = open(path, "rb").read()
+    check(CU.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(data)), f"cuModuleLoadData {path}")
+    out = {}
+    for e in entries:
+        f = ctypes.c_void_p()
+        check(CU.cuModuleGetFunction(ctypes.byref(f), module, e.encode()), f"cuModuleGetFunction {e}")
+        out[e] = f
+    return out
+
+
+def launch(f, grid, block, args):
+    vals = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            vals.append(ctypes.c_uint64(a.data_ptr()))
+        else:
+            vals.append(ctypes.c_int32(a))
+    ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+
+
+def timed(fn, reps=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def e4m3_codes(n):
+    c = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+    return torch.where((c & 0x7F) == 0x7F, c & 0xF8, c)
+
+
+def main():
+    cubins = sys.argv[1]
+    out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm"])
+    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm"])
+    bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm"])
+    shapes = [
+        ("fp8 wq_a", "fp8", 1024, 4096),
+        ("fp8 wo_b", "fp8", 4096, 8192),
+        ("fp8 shared w1", "fp8", 2048, 4096),
+        ("mxfp4 expert w1", "fp4", 2048, 4096),
+        ("mxfp4 expert w2", "fp4", 4096, 2048),
+        ("bf16 head", "bf16", 129280, 4096),
+    ]
+    rows = []
+    for name, kind, n, k in shapes:
+        for m in [1, 64, 512, 2048]:
+            if kind == "bf16" and m > 512:
+                continue
+            x = torch.randn(m, k, device="cuda") * 2
+            y = torch.empty(m, n, device="cuda")
+            q = torch.empty(m, k, device="cuda")
+            qs = torch.empty(m, (k + 127) // 128, device="cuda")
+            tiles = ((n + 127) // 128) * ((m + 63) // 64)
+            grid = min(tiles, 65535)
+            if kind == "fp8":
+                w = e4m3_codes(n * k)
+                s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
+                launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
+                run = lambda: launch(fp8["fp8_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                run()
+                wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
+                ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.double().T
+            elif kind == "fp4":
+                w = torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda")
+                s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
+                launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
+                run = lambda: launch(fp4["mxfp4_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                run()
+                grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")
+                nib = torch.stack([w & 15, w >> 4], 1).view(n, k).long()
+                wd = grid_v[nib].double() * torch.pow(2.0, s.double() - 127).view(n, k // 32).repeat_interleave(32, 1)
+                ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.T
+            else:
+                w = (torch.randn(n, k, device="cuda") * 0.03).to(torch.bfloat16)
+                run = lambda: launch(bf["bf16_gemm"], grid, 256, [x, w, y, m, n, k])
+                run()
+                ref = x.double() @ w.double().T
+            torch.cuda.synchronize()
+            rel = ((y.double() - ref).norm() / ref.norm()).item()
+            ms = timed(run)
+            flops = 2.0 * m * n * k
+            a16, b16 = x.to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16)
+            ms_bf16 = timed(lambda: torch.matmul(a16, b16.T))
+            ms_fp8 = None
+            if m % 16 == 0 and hasattr(torch, "_scaled_mm"):
+                a8, b8 = a16.to(torch.float8_e4m3fn), b16.to(torch.float8_e4m3fn)
+                one = torch.ones((), device="cuda")
+                try:
+                    ms_fp8 = timed(lambda: torch._scaled_mm(a8, b8.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                except Exception as e:  # noqa: BLE001
+                    print(f"_scaled_mm unavailable: {e}")
+            row = {
+                "name": name, "m": m, "n": n, "k": k, "ms": ms, "tflops": flops / ms / 1e9, "rel_norm_vs_f64": rel,
+                "torch_bf16_tflops": flops / ms_bf16 / 1e9, "torch_fp8_tflops": flops / ms_fp8 / 1e9 if ms_fp8 else None,
+            }
+            rows.append(row)
+            print(
+                f"{name:<16} m={m:<5} [{n}, {k}]  {ms:8.3f} ms  {row['tflops']:7.1f} TFLOP/s  "
+                f"torch bf16 {row['torch_bf16_tflops']:7.1f}  fp8 {row['torch_fp8_tflops'] or 0:7.1f}  "
+                f"ours/bf16 {row['tflops'] / row['torch_bf16_tflops']:5.2f}  rel-norm {rel:.2e}",
+                flush=True,
+            )
+    if out_json:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(out_json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
