@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
@@ -49,6 +48,9 @@ pub struct GenerateArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceSpec,
+    /// Ranks sharing the model (attention heads and routed experts split; the tokens do not depend on it).
+    #[arg(long, default_value_t = 1)]
+    tp: usize,
     /// Keep generating past the end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
@@ -112,7 +114,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         ignore_eos: args.ignore_eos,
         ..Default::default()
     };
-    let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
+    let runner = tensorfold_engine::ranks::runner(model, args.device, args.threads, args.tp).map_err(|e| anyhow!(e))?;
     let drafts = if args.no_drafts {
         DraftConfig::off()
     } else {
@@ -125,7 +127,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         drafts,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(Box::new(Dsv4Runner::new(model, device)), cfg);
+    let mut engine = Engine::new(Box::new(runner), cfg);
     let tok = Arc::new(tok);
     let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let progress: Arc<Mutex<Progress>> = Arc::default();

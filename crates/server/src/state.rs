@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use tensorfold_engine::pool::BLOCK_TOKENS;
-use tensorfold_engine::runner::Dsv4Runner;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_model::dsv4::load_model;
@@ -38,6 +37,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// Where the model runs.
     pub device: DeviceSpec,
+    /// Ranks sharing the model (`--tp`).
+    pub tp: usize,
     /// One line to stderr per finished request (never keys or text).
     pub log: bool,
 }
@@ -54,6 +55,7 @@ impl Default for ServerConfig {
             mtp_drafts: DraftConfig::default().mtp_drafts,
             threads: 2,
             device: DeviceSpec::Cpu,
+            tp: 1,
             log: true,
         }
     }
@@ -127,7 +129,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
     let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
     let chat = ChatFormat::load(dir)?;
     let context = cfg.context.min(model.config.max_position_embeddings).max(2);
-    let device = cfg.device.open(cfg.threads)?;
+    let runner = tensorfold_engine::ranks::runner(model, cfg.device, cfg.threads, cfg.tp)?;
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
@@ -141,7 +143,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
         },
         ..EngineConfig::default()
     };
-    let engine = Engine::new(Box::new(Dsv4Runner::new(model, device)), ecfg);
+    let engine = Engine::new(Box::new(runner), ecfg);
     let (temperature, top_p) = generation_defaults(dir);
     Ok(Loaded {
         engine: EngineHandle::spawn(engine),
