@@ -14,9 +14,15 @@ pub fn runner(model: Dsv4Model, spec: DeviceSpec, threads: usize, tp: usize) -> 
         return Ok(Dsv4Runner::new(model, spec.open(threads)?));
     }
     if let DeviceSpec::Cuda(_) = spec {
+        let why = match tensorfold_kernels::cuda::multi_gpu(tp) {
+            Err(why) => why,
+            Ok(()) => {
+                "ranks on several GPUs need one process per GPU joined over NCCL, which this build does not have yet"
+                    .into()
+            }
+        };
         return Err(format!(
-            "--tp {tp} with --device {spec}: ranks on several GPUs need one process per GPU joined over NCCL, \
-             which this build does not have yet; run --tp {tp} with --device cpu, or --tp 1 on one GPU"
+            "--tp {tp} with --device {spec}: {why}; run --tp {tp} with --device cpu, or --tp 1 on one GPU"
         ));
     }
     let per_rank = (threads / tp).max(1);

@@ -113,3 +113,17 @@ fn a_rank_count_that_does_not_divide_the_model_is_refused_with_the_choices() {
     let err = ranks::runner(model(), DeviceSpec::Cpu, 1, 0).err().expect("0 ranks");
     assert!(err.contains("at least 1"), "{err}");
 }
+
+#[test]
+fn ranks_on_gpus_say_why_they_cannot_run() {
+    match ranks::runner(model(), DeviceSpec::Cuda(0), 1, 2) {
+        Ok(_) => panic!("--tp 2 on CUDA has no NCCL path in this build and must say so"),
+        Err(why) => {
+            assert!(
+                why.contains("--tp 2 with --device cuda:0") && why.contains("--device cpu"),
+                "{why}"
+            );
+            eprintln!("skipping GPU ranks: {why}");
+        }
+    }
+}

@@ -52,7 +52,11 @@ pub fn run(a: ExchangeArgs) -> anyhow::Result<()> {
     let c = Preset::parse(&a.preset, Some(1)).map_err(|e| anyhow!(e))?.config();
     let tp = a.tp.max(1);
     if c.num_attention_heads % tp != 0 || c.n_routed_experts % tp != 0 {
-        return Err(anyhow!("--tp {tp} does not divide the {} heads and {} experts", c.num_attention_heads, c.n_routed_experts));
+        return Err(anyhow!(
+            "--tp {tp} does not divide the {} heads and {} experts",
+            c.num_attention_heads,
+            c.n_routed_experts
+        ));
     }
     let (rows, d) = (a.rows, c.hidden_size);
     let attn = rows * c.num_attention_heads * c.head_dim / tp;
