@@ -86,7 +86,7 @@ impl RankGroup {
         ranks: usize,
         open: impl Fn(usize) -> Result<Device, String>,
     ) -> Result<Arc<RankGroup>, String> {
-        check_ranks(&model, ranks)?;
+        check_ranks(model, ranks)?;
         let mut comms = ThreadCollective::group(ranks).into_iter();
         let comm = comms.next().expect("rank 0");
         let (mut jobs, mut workers) = (Vec::new(), Vec::new());
@@ -128,6 +128,7 @@ impl RankGroup {
     }
 
     /// Sparse attention with the sink, then inverse RoPE, over every head: `[rows, H * hd]`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn attend(
         &self,
         pass: &Pass<'_>,
