@@ -10,8 +10,6 @@ use clap::Args;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
-use tensorfold_model::dsv4::load_model;
-use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::{TextStream, Tokenizer};
 
 use crate::default_model;
@@ -90,8 +88,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => default_model::dir()?,
     };
-    let model = load_model(&dir, Semantics::official()).with_context(|| format!("loading {}", dir.display()))?;
-    let tok = Tokenizer::load(&dir, model.config.bos_token_id, model.config.eos_token_id)?;
+    let loaded = tensorfold_engine::ranks::load(&dir, args.device, args.threads, args.tp)
+        .map_err(|e| anyhow!(e))
+        .with_context(|| format!("loading {}", dir.display()))?;
+    let tok = Tokenizer::load(&dir, loaded.bos_token_id, loaded.eos_token_id)?;
     let text = if args.chat {
         format!("<｜User｜>{}<｜Assistant｜></think>", args.prompt)
     } else {
@@ -114,7 +114,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         ignore_eos: args.ignore_eos,
         ..Default::default()
     };
-    let runner = tensorfold_engine::ranks::runner(model, args.device, args.threads, args.tp).map_err(|e| anyhow!(e))?;
     let drafts = if args.no_drafts {
         DraftConfig::off()
     } else {
@@ -127,7 +126,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         drafts,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(Box::new(runner), cfg);
+    let mut engine = Engine::new(loaded.runner, cfg);
     let tok = Arc::new(tok);
     let done: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let progress: Arc<Mutex<Progress>> = Arc::default();

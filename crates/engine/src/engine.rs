@@ -431,7 +431,7 @@ impl Engine {
             let (seq, from) = (r.seq, r.fed);
             if n > known {
                 let state = self.cache.seqs.get_mut(&seq).expect("a decoding sequence has state");
-                state.mark(Stage::Main, n, self.runner.config());
+                state.mark(Stage::Main, n, self.runner.geometry());
             }
             tables::give_blocks(&mut self.pool, &mut self.cache, seq, from, from + n);
         }
@@ -510,7 +510,7 @@ impl Engine {
         }
         if !drafts.is_empty() {
             let seq = self.cache.seqs.get_mut(&r.seq).expect("a decoding sequence has state");
-            seq.settle(r.fed as u32, self.runner.config());
+            seq.settle(r.fed as u32, self.runner.geometry());
         }
         true
     }
@@ -520,7 +520,7 @@ impl Engine {
         if !self.drafter.cfg.is_on() {
             return;
         }
-        let window = self.runner.config().sliding_window;
+        let window = self.runner.geometry().sliding_window();
         let lanes: Vec<DraftLane<'_>> = ran
             .iter()
             .map(|x| (x, &self.reqs[&x.id]))

@@ -1,14 +1,14 @@
-//! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state, and its MTP layer.
+//! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state, the shape of that state, and its MTP layer.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use tensorfold_model::config::dsv4::Dsv4Config;
 use tensorfold_model::dsv4::batch::Batch;
-use tensorfold_model::dsv4::cache::Dsv4Cache;
+use tensorfold_model::dsv4::cache::{CacheGeometry, Dsv4Cache};
 use tensorfold_model::dsv4::forward::device::Device;
 use tensorfold_model::dsv4::forward::parallel::RankGroup;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
+use tensorfold_model::dsv41::forward::Dsv41Model;
 
 /// What a pass returns: logits of the rows asked for, and the output streams of every row.
 #[derive(Clone, Debug, Default)]
@@ -29,14 +29,15 @@ pub trait Runner: Send {
         cache: &mut Dsv4Cache,
         logit_rows: &[usize],
     ) -> Result<Rows, String>;
-    fn config(&self) -> &Dsv4Config;
-    fn vocab_size(&self) -> usize {
-        self.config().vocab_size
-    }
+    /// The shape of each sequence's state (windows, compressors, MTP layers).
+    fn geometry(&self) -> &dyn CacheGeometry;
+    fn vocab_size(&self) -> usize;
     /// Longest sequence (prompt plus generated tokens) the model accepts.
-    fn max_context(&self) -> usize {
-        self.config().max_position_embeddings
-    }
+    fn max_context(&self) -> usize;
+    /// Values per row of the streams a pass returns (`hc_mult * hidden_size`).
+    fn stream_width(&self) -> usize;
+    /// The config's BOS and EOS ids.
+    fn special_ids(&self) -> (u32, u32);
 }
 
 /// DeepSeek V4 on the CPU or on a GPU (weights resident there, the sequence state on the host).
@@ -107,7 +108,105 @@ impl Runner for Dsv4Runner {
         })
     }
 
-    fn config(&self) -> &Dsv4Config {
+    fn geometry(&self) -> &dyn CacheGeometry {
         &self.model.config
     }
+
+    fn vocab_size(&self) -> usize {
+        self.model.config.vocab_size
+    }
+
+    fn max_context(&self) -> usize {
+        self.model.config.max_position_embeddings
+    }
+
+    fn stream_width(&self) -> usize {
+        self.model.config.hc_mult * self.model.config.hidden_size
+    }
+
+    fn special_ids(&self) -> (u32, u32) {
+        (self.model.config.bos_token_id, self.model.config.eos_token_id)
+    }
+}
+
+/// DeepSeek V4.1 on the CPU (drafts from context copies; the DSpark stages are not run).
+pub struct Dsv41Runner {
+    pub model: Dsv41Model,
+    pub launch: tensorfold_kernels::cpu::CpuLaunch,
+}
+
+impl Runner for Dsv41Runner {
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
+        let out = self
+            .model
+            .forward_with(batch, cache, self.launch, &options(logit_rows, &None))?;
+        Ok(Rows {
+            logits: out.logits,
+            streams: out.last_streams,
+        })
+    }
+
+    fn forward_mtp(&self, _: &Batch, _: &[f32], _: &mut Dsv4Cache, _: &[usize]) -> Result<Rows, String> {
+        Err("DeepSeek V4.1 has no V4 MTP layer; its DSpark drafter is not available, use context drafts".into())
+    }
+
+    fn geometry(&self) -> &dyn CacheGeometry {
+        &self.model.config
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.model.config.vocab_size
+    }
+
+    fn max_context(&self) -> usize {
+        self.model.config.max_position_embeddings
+    }
+
+    fn stream_width(&self) -> usize {
+        self.model.config.hc_mult * self.model.config.hidden_size
+    }
+
+    fn special_ids(&self) -> (u32, u32) {
+        (self.model.config.bos_token_id, self.model.config.eos_token_id)
+    }
+}
+
+/// A checkpoint's runner and the special ids its tokenizer needs.
+pub struct LoadedRunner {
+    pub runner: Box<dyn Runner>,
+    pub bos_token_id: u32,
+    pub eos_token_id: u32,
+    /// Longest context the model accepts.
+    pub max_context: usize,
+}
+
+/// Loads the checkpoint in `dir` with the family its `config.json` names (`model_type`).
+pub fn load_runner(dir: &std::path::Path, device: Device) -> Result<LoadedRunner, String> {
+    use tensorfold_model::config::{dsv4, dsv41, model_type};
+    use tensorfold_model::dsv4::semantics::Semantics;
+    let kind = model_type(dir).map_err(|e| e.to_string())?;
+    let runner: Box<dyn Runner> = if kind == dsv41::MODEL_TYPE {
+        let Some(&launch) = device.cpu() else {
+            return Err(format!("{kind} runs on the CPU only for now; run with --device cpu"));
+        };
+        let model = tensorfold_model::dsv41::forward::load_model(dir)?;
+        Box::new(Dsv41Runner { model, launch })
+    } else if kind == dsv4::MODEL_TYPE {
+        let model = tensorfold_model::dsv4::load_model(dir, Semantics::official()).map_err(|e| e.to_string())?;
+        Box::new(Dsv4Runner::new(model, device))
+    } else {
+        return Err(format!(
+            "config.json has model_type `{kind}`; this engine runs `{}` and `{}`",
+            dsv4::MODEL_TYPE,
+            dsv41::MODEL_TYPE
+        ));
+    };
+    let (bos_token_id, eos_token_id) = runner.special_ids();
+    let max_context = runner.max_context();
+    Ok(LoadedRunner {
+        runner,
+        bos_token_id,
+        eos_token_id,
+        max_context,
+    })
 }

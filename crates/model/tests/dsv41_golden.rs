@@ -227,3 +227,96 @@ fn engram_step_matches_the_reference() {
         }
     }
 }
+
+fn argmax(row: &[f32]) -> u32 {
+    (0..row.len()).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as u32
+}
+
+fn f64s(st: &safetensors::SafeTensors, name: &str) -> Vec<f64> {
+    let t = st.tensor(name).unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+    match t.dtype() {
+        safetensors::Dtype::F64 => t
+            .data()
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        _ => floats(st, name).into_iter().map(f64::from).collect(),
+    }
+}
+
+/// Layer streams and logits within this relative-norm bound of the float64 reference: f32 sums over at most a few thousand terms per layer, eight layers.
+const FORWARD_REL_BOUND: f64 = 5e-6;
+/// Each of the top-64 logits at the checked positions within this of the reference (logits of order 1).
+const LOGIT_ABS_BOUND: f64 = 5e-5;
+
+#[test]
+fn forward_matches_the_reference() {
+    use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
+    use tensorfold_model::dsv4::cache::Dsv4Cache;
+    use tensorfold_model::dsv41::forward::{ForwardOptions, load_model};
+
+    let m = load_model(tiny_dir()).unwrap();
+    let c = &m.config;
+    let (n, vocab) = (c.hc_mult * c.hidden_size, c.vocab_size);
+    for name in ["short", "long"] {
+        let bytes = golden_bytes(name);
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let ids: Vec<u32> = ints(&st, "input_ids").iter().map(|&v| v as u32).collect();
+        let positions: Vec<usize> = ints(&st, "positions").iter().map(|&p| p as usize).collect();
+        let mut cache = Dsv4Cache::default();
+        let mut batch = Batch::default();
+        batch.push_seq(SeqSlot(0), 0, &ids);
+        let opts = ForwardOptions {
+            keep_layers: true,
+            logit_rows: None,
+        };
+        let out = m.forward_with(&batch, &mut cache, CpuLaunch::serial(), &opts).unwrap();
+        let mut worst = 0f64;
+        for (l, streams) in out.layer_streams.iter().enumerate() {
+            let got: Vec<f32> = positions
+                .iter()
+                .flat_map(|&p| streams[p * n..(p + 1) * n].to_vec())
+                .collect();
+            let err = rel(&got, &floats(&st, &format!("layer.{l}")));
+            eprintln!("{name}: layer {l} streams rel err {err:.2e}");
+            worst = worst.max(err);
+        }
+        let last = &out.logits[(ids.len() - 1) * vocab..];
+        let err = rel(last, &floats(&st, "logits_last"));
+        eprintln!("{name}: final logits rel err {err:.2e}");
+        worst = worst.max(err);
+        assert!(worst < FORWARD_REL_BOUND, "{name}: worst rel err {worst:e}");
+        let (top_ids, top_logits) = (ints(&st, "top_ids"), f64s(&st, "top_logits"));
+        let mut max_abs = 0f64;
+        for (i, &p) in positions.iter().enumerate() {
+            let row = &out.logits[p * vocab..(p + 1) * vocab];
+            assert_eq!(
+                argmax(row) as i64,
+                top_ids[i * 64],
+                "{name} position {p}: argmax differs"
+            );
+            for j in 0..64 {
+                let (id, want) = (top_ids[i * 64 + j] as usize, top_logits[i * 64 + j]);
+                max_abs = max_abs.max((row[id] as f64 - want).abs());
+            }
+        }
+        eprintln!("{name}: top-64 logits max abs err {max_abs:.2e}");
+        assert!(
+            max_abs < LOGIT_ABS_BOUND,
+            "{name}: top-64 logits max abs err {max_abs:e}"
+        );
+        let want: Vec<u32> = ints(&st, "greedy").iter().map(|&v| v as u32).collect();
+        let mut next = argmax(last);
+        let mut greedy = vec![next];
+        for step in 1..want.len() {
+            let mut b = Batch::default();
+            b.push_seq(SeqSlot(0), (ids.len() + step - 1) as u32, &[next]);
+            let o = m
+                .forward_with(&b, &mut cache, CpuLaunch::serial(), &ForwardOptions::default())
+                .unwrap();
+            next = argmax(&o.logits);
+            greedy.push(next);
+        }
+        assert_eq!(greedy, want, "{name}: greedy continuation differs");
+    }
+}

@@ -7,8 +7,6 @@ use std::sync::{Arc, OnceLock};
 use tensorfold_engine::pool::BLOCK_TOKENS;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
-use tensorfold_model::dsv4::load_model;
-use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::tokenizer::Tokenizer;
 
 use crate::auth::Keys;
@@ -125,11 +123,11 @@ fn generation_defaults(dir: &Path) -> (f32, f32) {
 
 /// Loads the checkpoint in `dir` and starts its engine.
 pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
-    let model = load_model(dir, Semantics::official()).map_err(|e| format!("loading {}: {e}", dir.display()))?;
-    let tok = Tokenizer::load(dir, model.config.bos_token_id, model.config.eos_token_id).map_err(|e| e.to_string())?;
+    let loaded = tensorfold_engine::ranks::load(dir, cfg.device, cfg.threads, cfg.tp)
+        .map_err(|e| format!("loading {}: {e}", dir.display()))?;
+    let tok = Tokenizer::load(dir, loaded.bos_token_id, loaded.eos_token_id).map_err(|e| e.to_string())?;
     let chat = ChatFormat::load(dir)?;
-    let context = cfg.context.min(model.config.max_position_embeddings).max(2);
-    let runner = tensorfold_engine::ranks::runner(model, cfg.device, cfg.threads, cfg.tp)?;
+    let context = cfg.context.min(loaded.max_context).max(2);
     let ecfg = EngineConfig {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
@@ -143,7 +141,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
         },
         ..EngineConfig::default()
     };
-    let engine = Engine::new(Box::new(runner), ecfg);
+    let engine = Engine::new(loaded.runner, ecfg);
     let (temperature, top_p) = generation_defaults(dir);
     Ok(Loaded {
         engine: EngineHandle::spawn(engine),

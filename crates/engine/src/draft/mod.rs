@@ -89,11 +89,11 @@ impl Drafter {
         streams: &[f32],
     ) -> Result<Vec<Vec<u32>>, String> {
         let mut drafts: Vec<Vec<u32>> = lanes.iter().map(|l| self.propose(l)).collect();
-        let config = runner.config();
-        if self.cfg.mtp_drafts == 0 || config.num_nextn_predict_layers == 0 {
+        let geometry = runner.geometry();
+        if self.cfg.mtp_drafts == 0 || geometry.num_mtp_layers() == 0 {
             return Ok(drafts);
         }
-        let width = config.hc_mult * config.hidden_size;
+        let width = runner.stream_width();
         let mut work = Vec::new();
         let mut owner = Vec::new();
         for (i, l) in lanes.iter().enumerate() {
@@ -114,7 +114,7 @@ impl Drafter {
             } else {
                 0
             };
-            if catch_up + propose > config.sliding_window {
+            if catch_up + propose > geometry.sliding_window() {
                 propose = 0;
             }
             let rows = catch_up + (propose > 0) as usize;

@@ -30,13 +30,13 @@ impl MtpLane {
 
 /// Runs every lane's catch-up rows and proposal row in one pass, then one pass per chained draft; proposals keyed like the target's draws at the positions they guess.
 pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Result<Vec<Vec<u32>>, String> {
-    let config = runner.config().clone();
+    let geometry = runner.geometry();
     let mut batch = Batch::default();
     let (mut streams, mut logit_rows, mut last_row) = (Vec::new(), Vec::new(), Vec::new());
     for l in lanes {
         if l.propose > 0 {
             let seq = cache.seqs.get_mut(&l.seq).expect("a running sequence has state");
-            seq.mark(Stage::Mtp(0), l.next.len() + l.propose - 1, &config);
+            seq.mark(Stage::Mtp(0), l.next.len() + l.propose - 1, geometry);
         }
         batch.push_seq(l.seq, l.from as u32, &l.next);
         streams.extend_from_slice(&l.streams);
@@ -49,7 +49,7 @@ pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Res
         return Ok(vec![Vec::new(); lanes.len()]);
     }
     let mut out = runner.forward_mtp(&batch, &streams, cache, &logit_rows)?;
-    let (vocab, width) = (config.vocab_size, config.hc_mult * config.hidden_size);
+    let (vocab, width) = (runner.vocab_size(), runner.stream_width());
     let mut drafts: Vec<Vec<u32>> = vec![Vec::new(); lanes.len()];
     // Lanes still chaining and the row of their last output in `out`; their logits come in this order.
     let mut active: Vec<(usize, usize)> = (0..lanes.len())
@@ -82,7 +82,7 @@ pub fn run(runner: &dyn Runner, cache: &mut Dsv4Cache, lanes: &[MtpLane]) -> Res
     }
     for l in lanes.iter().filter(|l| l.propose > 0) {
         let seq = cache.seqs.get_mut(&l.seq).expect("a running sequence has state");
-        seq.settle((l.from + l.kept()) as u32, &config);
+        seq.settle((l.from + l.kept()) as u32, geometry);
     }
     Ok(drafts)
 }

@@ -94,7 +94,7 @@ fn tile(simd: SimdPath, x: &[&[f32]], w: &[&[u16]], k: usize, sequential: bool) 
         // SAFETY: the path was checked available; rows hold k values, activations whole chunks.
         unsafe {
             match simd {
-                SimdPath::Avx512 => {
+                SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
                     super::x86::tile_avx512(x, w, k, &mut out);
                     return out;
                 }

@@ -23,7 +23,7 @@ pub fn dot(a: &[f32], b: &[f32], simd: SimdPath) -> f32 {
     assert_eq!(a.len(), b.len(), "dot of unequal lengths");
     match simd {
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
             assert!(is_x86_feature_detected!("avx512f"));
             // SAFETY: the feature is present, checked above.
             unsafe { x86::dot_avx512(a, b) }

@@ -17,6 +17,8 @@ pub enum SimdPath {
     Portable,
     Avx2,
     Avx512,
+    /// AVX-512 with BF16 dot products and byte permutes (VDPBF16PS, VPERMI2B); kernels without a use for them run their AVX-512 code.
+    Avx512Bf16,
 }
 
 impl SimdPath {
@@ -30,6 +32,13 @@ impl SimdPath {
             }
             if is_x86_feature_detected!("avx512f") {
                 paths.push(SimdPath::Avx512);
+            }
+            if is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vbmi")
+                && is_x86_feature_detected!("avx512bf16")
+            {
+                paths.push(SimdPath::Avx512Bf16);
             }
         }
         paths
@@ -47,6 +56,7 @@ impl fmt::Display for SimdPath {
             SimdPath::Portable => "portable",
             SimdPath::Avx2 => "avx2",
             SimdPath::Avx512 => "avx512",
+            SimdPath::Avx512Bf16 => "avx512bf16",
         })
     }
 }

@@ -62,7 +62,7 @@ pub fn round_trip_blocks(x: &mut [f32], block: usize, grid: Grid, simd: SimdPath
     for b in x.chunks_mut(block) {
         match simd {
             #[cfg(target_arch = "x86_64")]
-            SimdPath::Avx512 => {
+            SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
                 assert!(is_x86_feature_detected!("avx512f"));
                 // SAFETY: the feature is present, checked above.
                 unsafe { x86::block_avx512(b, grid) }

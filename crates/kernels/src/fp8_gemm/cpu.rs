@@ -106,6 +106,10 @@ impl BlockWeights for Fp8Weights<'_> {
             // SAFETY: the driver asserted the path is available; rows are `k` bytes, activations whole blocks.
             return unsafe {
                 match simd {
+                    SimdPath::Avx512Bf16 => {
+                        let flush = faults.on("bf16_subnormal_flush");
+                        super::bf16::rows(a, &rows[..distinct], self.k, &scales, flush)
+                    }
                     SimdPath::Avx512 => super::x86::rows_avx512(a, &rows[..distinct], self.k, &scales),
                     _ => super::x86::rows_avx2(a, &rows[..distinct], self.k, &scales),
                 }
@@ -129,7 +133,7 @@ impl BlockWeights for Fp8Weights<'_> {
             // SAFETY: the driver asserted the path is available; rows are `k` bytes, activations padded blocks.
             unsafe {
                 match (simd, a.len()) {
-                    (SimdPath::Avx512, 4) => {
+                    (SimdPath::Avx512 | SimdPath::Avx512Bf16, 4) => {
                         return super::x86::tile_avx512::<4, 4>(
                             [a[0], a[1], a[2], a[3]],
                             std::array::from_fn(w),

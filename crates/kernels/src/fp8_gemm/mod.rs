@@ -1,5 +1,7 @@
 //! `fp8_gemm`: `y = act_quant(x) . W^T` with FP8 e4m3 weights and 128x128 e8m0 block scales (wq_a, wq_b, wkv, wo_b, shared experts).
 
+#[cfg(target_arch = "x86_64")]
+mod bf16;
 mod cpu;
 pub mod cuda;
 #[cfg(target_arch = "x86_64")]
@@ -13,10 +15,21 @@ use tensorfold_formats::e4m3;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::cpu::SimdPath;
 use crate::faults::Faults;
 use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, fp8_codes, scale_codes};
 
 pub struct Fp8Gemm;
+
+const CONTROLS: [&str; 4] = ["lost_act_scale", "skip_last_column", "order_by_tile", "drop_tail_block"];
+/// The BF16 path's own control runs only where that path does.
+const CONTROLS_BF16: [&str; 5] = [
+    "lost_act_scale",
+    "skip_last_column",
+    "order_by_tile",
+    "drop_tail_block",
+    "bf16_subnormal_flush",
+];
 
 impl Kernel for Fp8Gemm {
     fn name(&self) -> &'static str {
@@ -99,7 +112,11 @@ impl Kernel for Fp8Gemm {
     }
 
     fn controls(&self) -> &'static [&'static str] {
-        &["lost_act_scale", "skip_last_column", "order_by_tile", "drop_tail_block"]
+        if SimdPath::available().contains(&SimdPath::Avx512Bf16) {
+            &CONTROLS_BF16
+        } else {
+            &CONTROLS[..]
+        }
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {

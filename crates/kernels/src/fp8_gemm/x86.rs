@@ -39,8 +39,8 @@ unsafe fn lanes16<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*
             let wv = [byte16::<0>(d), byte16::<1>(d), byte16::<2>(d), byte16::<3>(d)];
             for ri in 0..MR {
                 // SAFETY: every activation pointer has a whole block (128 values) behind it.
-                let [a0, a1] = unsafe { bf16_pair16(a[ri].add(64 * chunk)) };
-                let [a2, a3] = unsafe { bf16_pair16(a[ri].add(64 * chunk + 32)) };
+                let [a1, a0] = unsafe { bf16_pair16(a[ri].add(64 * chunk)) };
+                let [a3, a2] = unsafe { bf16_pair16(a[ri].add(64 * chunk + 32)) };
                 l[ri] = _mm512_fmadd_ps(a0, wv[0], l[ri]);
                 l[ri] = _mm512_fmadd_ps(a1, wv[1], l[ri]);
                 l[ri] = _mm512_fmadd_ps(a2, wv[2], l[ri]);
@@ -115,11 +115,11 @@ unsafe fn tail_avx512<const MR: usize, const NR: usize>(
 }
 
 /// Bytes ahead of the current block that the one-row path asks the cache for.
-const PREFETCH: usize = 1024;
+pub(super) const PREFETCH: usize = 1024;
 
 /// Asks for the two cache lines at `p` (any address: a prefetch never faults).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub(super) fn prefetch(p: *const u8) {
     // SAFETY: SSE is part of x86_64 and a prefetch has no architectural effect.
     unsafe {
         _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
@@ -136,7 +136,7 @@ pub struct RowScales<'a> {
 
 impl RowScales<'_> {
     #[inline(always)]
-    fn at(&self, kb: usize, j: usize) -> f32 {
+    pub(super) fn at(&self, kb: usize, j: usize) -> f32 {
         self.sa[kb] * self.swt[kb * GROUP + self.off + j]
     }
 }
@@ -236,10 +236,10 @@ unsafe fn lanes8<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*c
                 let wh = [byte8::<0>(dh), byte8::<1>(dh), byte8::<2>(dh), byte8::<3>(dh)];
                 for ri in 0..MR {
                     let at = a[ri].add(64 * chunk);
-                    let [l0, l1] = bf16_pair8(at);
-                    let [h0, h1] = bf16_pair8(at.add(16));
-                    let [l2, l3] = bf16_pair8(at.add(32));
-                    let [h2, h3] = bf16_pair8(at.add(48));
+                    let [l1, l0] = bf16_pair8(at);
+                    let [h1, h0] = bf16_pair8(at.add(16));
+                    let [l3, l2] = bf16_pair8(at.add(32));
+                    let [h3, h2] = bf16_pair8(at.add(48));
                     for (p, (al, ah)) in [(l0, h0), (l1, h1), (l2, h2), (l3, h3)].into_iter().enumerate() {
                         lo[ri] = _mm256_fmadd_ps(al, wl[p], lo[ri]);
                         hi[ri] = _mm256_fmadd_ps(ah, wh[p], hi[ri]);

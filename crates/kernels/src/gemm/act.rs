@@ -10,7 +10,7 @@ pub const ACT_BLOCK: usize = 128;
 /// Where each value of a row sits in the decoded buffer, and the exact power-of-two prescale of values and scales.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Layout {
-    /// Elements per lane (even): element per_lane * l + q of a chunk goes to lane l of vector q; vectors 2t, 2t + 1 share words.
+    /// Elements per lane (even): element per_lane * l + q of a chunk is lane l of vector q; word halves: 2t high (a BF16 dot's first), 2t + 1 low.
     pub per_lane: usize,
     /// Every decoded value is multiplied by this power of two.
     pub value_factor: f32,
@@ -24,7 +24,7 @@ impl Layout {
         let chunk = 16 * self.per_lane;
         let j = i % chunk;
         let (l, q) = (j / self.per_lane, j % self.per_lane);
-        i - j + q / 2 * 32 + 2 * l + q % 2
+        i - j + q / 2 * 32 + 2 * l + 1 - q % 2
     }
 }
 
@@ -65,7 +65,8 @@ impl Fp8Rows {
                 for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
                     for (l, lane) in src.chunks(m).enumerate() {
                         for (q, &v) in lane.iter().enumerate() {
-                            out[q / 2 * 32 + 2 * l + q % 2] = v;
+                            // As `Layout::position`: the even element of a pair in the word's high half.
+                            out[q / 2 * 32 + 2 * l + 1 - q % 2] = v;
                         }
                     }
                 }

@@ -44,7 +44,7 @@ pub(crate) fn fma_terms(terms: &[(f32, &[f32])], out: &mut [f32], simd: SimdPath
     );
     match simd {
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
             assert!(is_x86_feature_detected!("avx512f"));
             // SAFETY: the feature is present, checked above.
             unsafe { fma_terms_avx512(terms, out) }

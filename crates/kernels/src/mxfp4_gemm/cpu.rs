@@ -127,11 +127,21 @@ impl BlockWeights for Mxfp4Weights<'_> {
         faults: Faults,
     ) -> [f32; PAIRS] {
         #[cfg(target_arch = "x86_64")]
-        if simd == SimdPath::Avx512 && !faults.on("swap_nibbles") && !faults.on("order_by_tile") {
+        if matches!(simd, SimdPath::Avx512 | SimdPath::Avx512Bf16)
+            && !faults.on("swap_nibbles")
+            && !faults.on("order_by_tile")
+        {
             let distinct = cols.partition_point(|&c| c < cols[cols.len() - 1]) + 1;
             let w = |j: usize| self.wrow(cols[j.min(distinct - 1)]);
             // SAFETY: the driver asserted the path is available; rows hold k/2 bytes, activations whole chunks.
-            return unsafe { super::x86::rows_avx512(a, sa, swt, off, distinct, &w, self.k) };
+            return unsafe {
+                if simd == SimdPath::Avx512Bf16 {
+                    let swap = faults.on("bf16_pair_swap");
+                    super::bf16::rows(a, sa, swt, off, distinct, &w, self.k, swap)
+                } else {
+                    super::x86::rows_avx512(a, sa, swt, off, distinct, &w, self.k)
+                }
+            };
         }
         let panel = row_panel(self, sa, swt, off, cols.len());
         self.tile(simd, &[a], cols, &panel, faults)
@@ -147,7 +157,7 @@ impl BlockWeights for Mxfp4Weights<'_> {
             // SAFETY: the driver asserted the path is available; rows hold k/2 bytes, activations whole chunks.
             unsafe {
                 match (simd, a.len()) {
-                    (SimdPath::Avx512, 4) => {
+                    (SimdPath::Avx512 | SimdPath::Avx512Bf16, 4) => {
                         return super::x86::tile_avx512(
                             [a[0], a[1], a[2], a[3]],
                             std::array::from_fn(w),

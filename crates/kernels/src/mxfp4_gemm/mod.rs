@@ -1,5 +1,7 @@
 //! `mxfp4_gemm`: routed-expert GEMM, `y = act_quant(x) . W^T` with MXFP4 weights (w1, w2, w3 of every routed expert).
 
+#[cfg(target_arch = "x86_64")]
+mod bf16;
 mod cpu;
 pub mod cuda;
 #[cfg(target_arch = "x86_64")]
@@ -12,11 +14,22 @@ use tensorfold_formats::e2m1;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::cpu::SimdPath;
 use crate::faults::Faults;
 use crate::gemm::act::ACT_BLOCK;
 use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scale_codes};
 
 pub struct Mxfp4Gemm;
+
+const CONTROLS: [&str; 4] = ["swap_nibbles", "lost_act_scale", "order_by_tile", "skip_last_column"];
+/// The BF16 path's own control runs only where that path does.
+const CONTROLS_BF16: [&str; 5] = [
+    "swap_nibbles",
+    "lost_act_scale",
+    "order_by_tile",
+    "skip_last_column",
+    "bf16_pair_swap",
+];
 
 impl Kernel for Mxfp4Gemm {
     fn name(&self) -> &'static str {
@@ -105,7 +118,11 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn controls(&self) -> &'static [&'static str] {
-        &["swap_nibbles", "lost_act_scale", "order_by_tile", "skip_last_column"]
+        if SimdPath::available().contains(&SimdPath::Avx512Bf16) {
+            &CONTROLS_BF16
+        } else {
+            &CONTROLS[..]
+        }
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {

@@ -10,7 +10,7 @@ use crate::gemm::x86::{bf16_pair8, bf16_pair16, decode_e8m0_x16, transpose16};
 use crate::gemm::{GROUP, PAIRS};
 
 /// Weight bytes per chunk.
-const CHUNK_BYTES: usize = CHUNK / 2;
+pub(super) const CHUNK_BYTES: usize = CHUNK / 2;
 
 /// Nibble `q` of every 32-bit lane of `d`, decoded through the 16-entry table `t`.
 #[inline]
@@ -42,7 +42,7 @@ unsafe fn act16(a: *const u16) -> [__m512; 8] {
             bf16_pair16(a.add(96)),
         )
     };
-    [a0[0], a0[1], a1[0], a1[1], a2[0], a2[1], a3[0], a3[1]]
+    [a0[1], a0[0], a1[1], a1[0], a2[1], a2[0], a3[1], a3[0]]
 }
 
 /// One pair's lane vector for a chunk: lane l sums elements 8l..8l+7 by FMA, in order.
@@ -59,7 +59,7 @@ fn chunk16(av: &[__m512; 8], d: __m512i, t: __m512) -> __m512 {
 /// The block inners of four lane vectors: quarter b, lane i is (l0 + l2) + (l1 + l3) of `v[i]`'s quarter b.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn quarters4(v: [__m512; 4]) -> __m512 {
+pub(super) fn quarters4(v: [__m512; 4]) -> __m512 {
     let u0 = _mm512_add_ps(
         _mm512_shuffle_ps::<0x44>(v[0], v[1]),
         _mm512_shuffle_ps::<0xEE>(v[0], v[1]),
@@ -73,7 +73,7 @@ fn quarters4(v: [__m512; 4]) -> __m512 {
 
 /// The 64 bytes of chunk `c` of `row`, zero-padded past its end.
 #[inline(always)]
-fn chunk_bytes(row: &[u8], c: usize) -> [u8; CHUNK_BYTES] {
+pub(super) fn chunk_bytes(row: &[u8], c: usize) -> [u8; CHUNK_BYTES] {
     let mut pad = [0u8; CHUNK_BYTES];
     let tail = &row[c * CHUNK_BYTES..];
     pad[..tail.len().min(CHUNK_BYTES)].copy_from_slice(&tail[..tail.len().min(CHUNK_BYTES)]);
@@ -250,8 +250,8 @@ pub unsafe fn pairs_avx2<'w>(
                         let at = ar.as_ptr().add(c * CHUNK + 32 * t);
                         let (al, ah) = (bf16_pair8(at), bf16_pair8(at.add(16)));
                         for h in 0..2 {
-                            lo = _mm256_fmadd_ps(al[h], nibble8(dl, 2 * t + h, mag), lo);
-                            hi = _mm256_fmadd_ps(ah[h], nibble8(dh, 2 * t + h, mag), hi);
+                            lo = _mm256_fmadd_ps(al[1 - h], nibble8(dl, 2 * t + h, mag), lo);
+                            hi = _mm256_fmadd_ps(ah[1 - h], nibble8(dh, 2 * t + h, mag), hi);
                         }
                     }
                 }

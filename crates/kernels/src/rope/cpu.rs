@@ -79,7 +79,7 @@ pub fn rope(
 fn rotate(x: &mut [f32], cos: &[f32], sin: &[f32], simd: SimdPath) {
     let done = match simd {
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
             assert!(is_x86_feature_detected!("avx512f"));
             // SAFETY: the feature is present, checked above.
             unsafe { x86::rotate_avx512(x, cos, sin) }

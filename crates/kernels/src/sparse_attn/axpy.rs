@@ -7,7 +7,7 @@ pub fn axpy(a: f32, x: &[f32], y: &mut [f32], simd: SimdPath) {
     assert_eq!(x.len(), y.len(), "axpy of unequal lengths");
     match simd {
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
             assert!(is_x86_feature_detected!("avx512f"));
             // SAFETY: the feature is present, checked above.
             unsafe { x86::axpy_avx512(a, x, y) }

@@ -54,7 +54,7 @@ pub fn swiglu(
 fn row(g: &[f32], u: &[f32], w: f32, limit: f32, up_limit: f32, h: &mut [f32], simd: SimdPath) {
     let done = match simd {
         #[cfg(target_arch = "x86_64")]
-        SimdPath::Avx512 => {
+        SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
             assert!(is_x86_feature_detected!("avx512f"));
             // SAFETY: the feature is present, checked above.
             unsafe { super::x86::swiglu_avx512(g, u, w, limit, up_limit, h) }

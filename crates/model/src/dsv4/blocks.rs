@@ -1,6 +1,6 @@
 //! Fixed-size blocks holding the finished compressed KV entries and indexer keys of 128 tokens of one sequence, every layer.
 
-use crate::config::dsv4::Dsv4Config;
+use super::cache::CacheGeometry;
 
 /// Tokens per block; a multiple of every compress ratio (4 and 128), so no compression window spans a boundary.
 pub const BLOCK_TOKENS: usize = 128;
@@ -39,8 +39,8 @@ pub struct BlockLayout {
 }
 
 impl BlockLayout {
-    /// The layout for `config`: every compressed layer's KV entries, then every ratio-4 layer's indexer keys, layer by layer.
-    pub fn new(config: &Dsv4Config) -> BlockLayout {
+    /// The layout for `config`: per layer in turn, the KV entries of the compressor it owns, then its index keys.
+    pub fn new(config: &(impl CacheGeometry + ?Sized)) -> BlockLayout {
         let mut floats = 0;
         let mut section = |per_block: usize, width: usize| {
             let s = Section {
@@ -51,16 +51,18 @@ impl BlockLayout {
             floats += per_block * width;
             Some(s)
         };
-        let sections = (0..config.compress_ratios.len())
-            .map(|i| match config.compress_ratio(i) {
+        let sections = (0..config.num_main_layers() + config.num_mtp_layers())
+            .map(|i| match config.owned_ratio(i) {
                 0 => [None, None],
                 ratio => {
                     assert!(
                         BLOCK_TOKENS.is_multiple_of(ratio),
                         "compress ratio {ratio} does not divide the block of {BLOCK_TOKENS} tokens"
                     );
-                    let kv = section(BLOCK_TOKENS / ratio, config.head_dim);
-                    let index = (ratio == 4).then(|| section(BLOCK_TOKENS / ratio, config.index_head_dim));
+                    let kv = section(BLOCK_TOKENS / ratio, config.head_dim());
+                    let index = config
+                        .owns_index_keys(i)
+                        .then(|| section(BLOCK_TOKENS / ratio, config.index_head_dim()));
                     [kv, index.flatten()]
                 }
             })

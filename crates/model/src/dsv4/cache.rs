@@ -7,6 +7,58 @@ use super::batch::SeqSlot;
 use super::blocks::{BLOCK_TOKENS, BlockId, BlockStore};
 use crate::config::dsv4::Dsv4Config;
 
+/// What a family's per-sequence state looks like: the window, the compressors each layer owns, the token look-back.
+pub trait CacheGeometry {
+    fn sliding_window(&self) -> usize;
+    /// Floats per window and compressed KV entry.
+    fn head_dim(&self) -> usize;
+    /// Floats per index key.
+    fn index_head_dim(&self) -> usize;
+    fn num_main_layers(&self) -> usize;
+    /// Layers after the main ones that keep state (MTP layers), each with its own position.
+    fn num_mtp_layers(&self) -> usize;
+    /// Compress ratio of the compressor layer `layer_idx` owns; 0 when it owns none.
+    fn owned_ratio(&self, layer_idx: usize) -> usize;
+    /// Whether layer `layer_idx` keeps index keys in the blocks.
+    fn owns_index_keys(&self, layer_idx: usize) -> bool;
+    /// Whether those keys come from a compressor of their own (V4's indexer) rather than from the KV entries.
+    fn has_index_compressor(&self, layer_idx: usize) -> bool;
+}
+
+impl CacheGeometry for Dsv4Config {
+    fn sliding_window(&self) -> usize {
+        self.sliding_window
+    }
+
+    fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
+    fn index_head_dim(&self) -> usize {
+        self.index_head_dim
+    }
+
+    fn num_main_layers(&self) -> usize {
+        self.num_hidden_layers
+    }
+
+    fn num_mtp_layers(&self) -> usize {
+        self.num_nextn_predict_layers
+    }
+
+    fn owned_ratio(&self, layer_idx: usize) -> usize {
+        self.compress_ratio(layer_idx)
+    }
+
+    fn owns_index_keys(&self, layer_idx: usize) -> bool {
+        self.compress_ratio(layer_idx) == 4
+    }
+
+    fn has_index_compressor(&self, layer_idx: usize) -> bool {
+        self.compress_ratio(layer_idx) == 4
+    }
+}
+
 /// A compressor's running state: projections of the tokens from `first_pos` on whose entries are unfinished, and how many entries are finished (they sit in the sequence's blocks).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompressorState {
@@ -91,27 +143,27 @@ pub struct SeqCache {
     pub mtp_stream: Vec<f32>, // [hc, D]
     /// Set while rows that may be rolled back run.
     pub mark: Option<Mark>,
+    /// The token ids of positions `0..len`, when the family looks back at them (V4.1's Engram n-grams).
+    pub tokens: Vec<u32>,
 }
 
 impl SeqCache {
     /// An empty state for a model with `config`.
-    pub fn new(config: &Dsv4Config) -> SeqCache {
-        let layers = (0..config.compress_ratios.len())
-            .map(|i| {
-                let ratio = config.compress_ratio(i);
-                LayerCache {
-                    window: vec![0.0; config.sliding_window * config.head_dim],
-                    compressor: (ratio != 0).then(CompressorState::default),
-                    indexer: (ratio == 4).then(CompressorState::default),
-                }
+    pub fn new(config: &(impl CacheGeometry + ?Sized)) -> SeqCache {
+        let layers = (0..config.num_main_layers() + config.num_mtp_layers())
+            .map(|i| LayerCache {
+                window: vec![0.0; config.sliding_window() * config.head_dim()],
+                compressor: (config.owned_ratio(i) != 0).then(CompressorState::default),
+                indexer: config.has_index_compressor(i).then(CompressorState::default),
             })
             .collect();
         SeqCache {
             len: 0,
-            mtp_len: vec![0; config.num_nextn_predict_layers],
+            mtp_len: vec![0; config.num_mtp_layers()],
             layers,
             mtp_stream: Vec::new(),
             mark: None,
+            tokens: Vec::new(),
         }
     }
 
@@ -123,17 +175,18 @@ impl SeqCache {
         }
     }
 
-    fn layer_range(stage: Stage, config: &Dsv4Config) -> Range<usize> {
+    fn layer_range(stage: Stage, config: &(impl CacheGeometry + ?Sized)) -> Range<usize> {
+        let main = config.num_main_layers();
         match stage {
-            Stage::Main => 0..config.num_hidden_layers,
-            Stage::Mtp(i) => config.num_hidden_layers + i..config.num_hidden_layers + i + 1,
+            Stage::Main => 0..main,
+            Stage::Mtp(i) => main + i..main + i + 1,
         }
     }
 
     /// Remembers what running up to `rows` more rows through `stage` overwrites, so `settle` can return to any length in between.
-    pub fn mark(&mut self, stage: Stage, rows: usize, config: &Dsv4Config) {
+    pub fn mark(&mut self, stage: Stage, rows: usize, config: &(impl CacheGeometry + ?Sized)) {
         assert!(self.mark.is_none(), "a sequence holds one mark at a time");
-        let (window, hd) = (config.sliding_window, config.head_dim);
+        let (window, hd) = (config.sliding_window(), config.head_dim());
         assert!(rows <= window, "{rows} marked rows overrun the {window}-row window");
         let start = self.position(stage);
         let saved = Self::layer_range(stage, config)
@@ -155,7 +208,7 @@ impl SeqCache {
     }
 
     /// Keeps the marked stage's first `len` positions and undoes the rest exactly, as if they never ran; drops the mark.
-    pub fn settle(&mut self, len: u32, config: &Dsv4Config) {
+    pub fn settle(&mut self, len: u32, config: &(impl CacheGeometry + ?Sized)) {
         let mark = self.mark.take().expect("settle needs a mark");
         let now = self.position(mark.stage);
         assert!(
@@ -163,20 +216,23 @@ impl SeqCache {
             "settle to {len} outside the marked rows {}..{now}",
             mark.start
         );
-        let (window, hd) = (config.sliding_window, config.head_dim);
+        let (window, hd) = (config.sliding_window(), config.head_dim());
         for (l, saved) in Self::layer_range(mark.stage, config).zip(&mark.window) {
             let layer = &mut self.layers[l];
             for p in len..now {
                 let (slot, i) = (p as usize % window, (p - mark.start) as usize);
                 layer.window[slot * hd..(slot + 1) * hd].copy_from_slice(&saved[i * hd..(i + 1) * hd]);
             }
-            let ratio = config.compress_ratio(l);
+            let ratio = config.owned_ratio(l);
             for st in [&mut layer.compressor, &mut layer.indexer].into_iter().flatten() {
                 st.truncate(now, len, ratio);
             }
         }
         match mark.stage {
-            Stage::Main => self.len = len,
+            Stage::Main => {
+                self.len = len;
+                self.tokens.truncate(len as usize);
+            }
             Stage::Mtp(i) => self.mtp_len[i] = len,
         }
     }
@@ -206,7 +262,7 @@ impl Dsv4Cache {
     }
 
     /// The state of `seq`, created empty on first use.
-    pub fn seq_mut(&mut self, seq: SeqSlot, config: &Dsv4Config) -> &mut SeqCache {
+    pub fn seq_mut(&mut self, seq: SeqSlot, config: &(impl CacheGeometry + ?Sized)) -> &mut SeqCache {
         self.seqs.entry(seq).or_insert_with(|| SeqCache::new(config))
     }
 

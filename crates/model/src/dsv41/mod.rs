@@ -1,8 +1,11 @@
-//! Family `dsv41`: DeepSeek V4.1 (Flash): tensor manifest, Engram hashing, size summary and checkpoint loading.
+//! Family `dsv41`: DeepSeek V4.1 (Flash): tensor manifest, Engram hashing, size summary, checkpoint loading and the forward pass.
 
 pub mod engram;
+pub mod forward;
+mod geometry;
 mod manifest;
 mod summary;
+pub mod weights;
 
 pub use manifest::manifest;
 pub use summary::Summary;

@@ -1,0 +1,210 @@
+//! The exactness laws for DeepSeek V4.1 (tiny synth): concurrent equals solo, chunked equals whole, drafted equals `"draft": false`, resumed equals fresh.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Done, drain, prompt, recorder, submit};
+use tensorfold_engine::draft::context::{DraftRequest, Proposer};
+use tensorfold_engine::runner::load_runner;
+use tensorfold_engine::sampler::SamplingParams;
+use tensorfold_engine::{Engine, EngineConfig, FinishReason, GenerateParams};
+use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
+
+fn dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SynthOptions {
+            preset: Dsv41Preset::Tiny,
+            seed: 5,
+            out: dir.path().to_path_buf(),
+            shard_bytes: synth::DEFAULT_SHARD_BYTES,
+            chat_template: true,
+            force: false,
+        };
+        synth::write_dsv41(&opts).unwrap();
+        dir
+    })
+    .path()
+}
+
+fn engine(cfg: EngineConfig, threads: usize) -> Engine {
+    let launch = CpuLaunch {
+        threads,
+        ..CpuLaunch::serial()
+    };
+    Engine::new(load_runner(dir(), launch.into()).unwrap().runner, cfg)
+}
+
+fn params(temperature: f32, seed: u64, max_tokens: usize, draft: bool) -> GenerateParams {
+    GenerateParams {
+        sampling: SamplingParams {
+            temperature,
+            top_p: 0.95,
+            ..Default::default()
+        },
+        seed: Some(seed),
+        max_tokens,
+        ignore_eos: true,
+        draft,
+        ..Default::default()
+    }
+}
+
+fn solo(cfg: EngineConfig, p: &[u32], gp: &GenerateParams) -> Done {
+    let mut e = engine(cfg, 1);
+    let d = submit(&mut e, p.to_vec(), gp.clone());
+    drain(&mut e);
+    let d = d.lock().unwrap().clone();
+    assert!(d.errors.is_empty(), "{:?}", d.errors);
+    d
+}
+
+#[test]
+fn concurrent_and_chunked_equal_solo() {
+    let cfg = EngineConfig {
+        token_budget: 40,
+        drafts: tensorfold_engine::DraftConfig::off(),
+        ..Default::default()
+    };
+    let jobs = [
+        (prompt(5, 1), params(0.0, 1, 5, false)),
+        (prompt(37, 2), params(0.7, 2, 5, false)),
+        (prompt(70, 3), params(1.0, 3, 4, false)),
+    ];
+    let alone: Vec<Done> = jobs.iter().map(|(p, gp)| solo(cfg, p, gp)).collect();
+    let mut e = engine(cfg, 2);
+    let handles: Vec<_> = jobs
+        .iter()
+        .map(|(p, gp)| submit(&mut e, p.clone(), gp.clone()))
+        .collect();
+    drain(&mut e);
+    for (i, (h, a)) in handles.iter().zip(&alone).enumerate() {
+        let c = h.lock().unwrap();
+        assert_eq!(
+            c.sha, a.sha,
+            "request {i}: concurrent {:?} vs alone {:?}",
+            c.tokens, a.tokens
+        );
+        assert_eq!(c.reason, Some(FinishReason::Length));
+    }
+    let distinct: std::collections::BTreeSet<_> = alone.iter().map(|d| d.sha.clone()).collect();
+    assert_eq!(distinct.len(), alone.len(), "different requests give different tokens");
+    for budget in [1, 7] {
+        let chunked = EngineConfig {
+            token_budget: budget,
+            ..cfg
+        };
+        let (p, gp) = &jobs[2];
+        assert_eq!(solo(chunked, p, gp).sha, alone[2].sha, "budget {budget}");
+    }
+}
+
+/// Proposes the recorded serial output with every other proposal's second token wrong, so drafts are accepted and rejected.
+struct Replay {
+    out: Vec<Vec<u32>>,
+    prompts: Vec<Vec<u32>>,
+    calls: usize,
+}
+
+impl Proposer for Replay {
+    fn propose(&mut self, req: &DraftRequest<'_>, max: usize) -> Vec<u32> {
+        let Some(i) = self.prompts.iter().position(|p| p[..] == req.tokens[..req.prompt_len]) else {
+            return Vec::new();
+        };
+        let done = req.tokens.len() - req.prompt_len;
+        let mut d: Vec<u32> = self.out[i][done.min(self.out[i].len())..]
+            .iter()
+            .take(max)
+            .copied()
+            .collect();
+        self.calls += 1;
+        if self.calls.is_multiple_of(2) && d.len() > 1 {
+            d[1] = (d[1] + 1) % 1000;
+        }
+        d
+    }
+}
+
+#[test]
+fn drafted_equals_draft_false() {
+    let cfg = EngineConfig {
+        token_budget: 64,
+        ..Default::default()
+    };
+    let prompts: Vec<Vec<u32>> = (0..4).map(|i| prompt(4 + 9 * i, 30 + i as u32)).collect();
+    let temps = [0.0, 0.7, 1.0, 0.0];
+    let serial: Vec<Done> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| solo(cfg, p, &params(t, i as u64, 8, false)))
+        .collect();
+    assert!(
+        serial.iter().all(|d| d.usage.drafted == 0),
+        "`draft: false` runs no drafts"
+    );
+    let mut e = engine(cfg, 1);
+    e.add_proposer(Box::new(Replay {
+        out: serial.iter().map(|d| d.tokens.clone()).collect(),
+        prompts: prompts.clone(),
+        calls: 0,
+    }));
+    let handles: Vec<_> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| submit(&mut e, p.clone(), params(t, i as u64, 8, true)))
+        .collect();
+    drain(&mut e);
+    let (mut drafted, mut accepted) = (0, 0);
+    for (i, (h, s)) in handles.iter().zip(&serial).enumerate() {
+        let d = h.lock().unwrap();
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        assert_eq!(
+            d.sha, s.sha,
+            "request {i}: drafted {:?} vs serial {:?}",
+            d.tokens, s.tokens
+        );
+        drafted += d.usage.drafted;
+        accepted += d.usage.accepted;
+    }
+    eprintln!("dsv41: {drafted} drafts, {accepted} accepted");
+    assert!(
+        accepted > 0 && accepted < drafted,
+        "drafts accepted and rejected: {accepted} of {drafted}"
+    );
+}
+
+#[test]
+fn resumed_prefix_equals_fresh() {
+    let p = prompt(300, 8);
+    let gp = params(1.0, 9, 5, true);
+    let fresh_cfg = EngineConfig {
+        prefix_cache: false,
+        ..Default::default()
+    };
+    let fresh = solo(fresh_cfg, &p, &gp);
+    let mut e = engine(EngineConfig::default(), 1);
+    let first = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    let (second, sink) = recorder();
+    e.submit(p.clone(), gp.clone(), sink).unwrap();
+    let mut longer = p.clone();
+    longer.extend(prompt(21, 9));
+    let third = submit(&mut e, longer.clone(), gp.clone());
+    drain(&mut e);
+    assert_eq!(first.lock().unwrap().sha, fresh.sha);
+    let second = second.lock().unwrap();
+    assert_eq!(second.usage.cached_tokens, 256, "two 128-token blocks resumed");
+    assert_eq!(second.sha, fresh.sha, "resumed differs from fresh");
+    let third = third.lock().unwrap();
+    assert_eq!(third.usage.cached_tokens, 256);
+    assert_eq!(
+        third.sha,
+        solo(fresh_cfg, &longer, &gp).sha,
+        "resumed longer prompt differs from fresh"
+    );
+}
