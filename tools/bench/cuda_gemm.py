@@ -2,8 +2,8 @@
 """Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
-(`pick_cubins.py` copies them out of the NVRTC cache). Each row: median ms of the GEMM launch alone (activations already quantised),
-its TFLOP/s, and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
+(`nvrtc_cubins.py` compiles them). Each row: median ms of the GEMM launch alone (activations already quantised to f16 rows
+of K rounded up to 8), its TFLOP/s and weight GB/s, and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
 
 import ctypes
@@ -70,8 +70,8 @@ def main():
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     torch.cuda.init()
     torch.zeros(1, device="cuda")
-    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm"])
-    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm"])
+    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"])
+    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"])
     bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm"])
     shapes = [
         ("fp8 wq_a", "fp8", 1024, 4096),
@@ -88,24 +88,29 @@ def main():
                 continue
             x = torch.randn(m, k, device="cuda") * 2
             y = torch.empty(m, n, device="cuda")
-            q = torch.empty(m, k, device="cuda")
+            kp = (k + 7) // 8 * 8
+            q16 = torch.zeros(m, kp, dtype=torch.int16, device="cuda")
             qs = torch.empty(m, (k + 127) // 128, device="cuda")
-            tiles = ((n + 127) // 128) * ((m + 63) // 64)
+            # Up to 16 rows take the `_rows` entry in 16-column tiles, as the host functions do.
+            rows = "_rows" if m <= 16 and kind != "bf16" else ""
+            tiles = (n + 15) // 16 if rows else ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
-                launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
-                run = lambda: launch(fp8["fp8_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
+                run = lambda: launch(fp8["fp8_gemm" + rows], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
+                q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
                 ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.double().T
             elif kind == "fp4":
                 w = torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda")
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
-                launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q, qs, m, k])
-                run = lambda: launch(fp4["mxfp4_gemm"], grid, 256, [q, qs, w, s, y, m, n, k])
+                launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
+                run = lambda: launch(fp4["mxfp4_gemm" + rows], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
+                q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")
                 nib = torch.stack([w & 15, w >> 4], 1).view(n, k).long()
                 wd = grid_v[nib].double() * torch.pow(2.0, s.double() - 127).view(n, k // 32).repeat_interleave(32, 1)
@@ -131,13 +136,14 @@ def main():
                     print(f"_scaled_mm unavailable: {e}")
             row = {
                 "name": name, "m": m, "n": n, "k": k, "ms": ms, "tflops": flops / ms / 1e9, "rel_norm_vs_f64": rel,
+                "weight_gbs": w.numel() * w.element_size() / ms / 1e6,
                 "torch_bf16_tflops": flops / ms_bf16 / 1e9, "torch_fp8_tflops": flops / ms_fp8 / 1e9 if ms_fp8 else None,
             }
             rows.append(row)
             print(
                 f"{name:<16} m={m:<5} [{n}, {k}]  {ms:8.3f} ms  {row['tflops']:7.1f} TFLOP/s  "
                 f"torch bf16 {row['torch_bf16_tflops']:7.1f}  fp8 {row['torch_fp8_tflops'] or 0:7.1f}  "
-                f"ours/bf16 {row['tflops'] / row['torch_bf16_tflops']:5.2f}  rel-norm {rel:.2e}",
+                f"ours/bf16 {row['tflops'] / row['torch_bf16_tflops']:5.2f}  weights {row['weight_gbs']:6.0f} GB/s  rel-norm {rel:.2e}",
                 flush=True,
             )
     if out_json:

@@ -11,8 +11,8 @@ import shutil
 import sys
 
 KERNELS = {
-    "fp8_gemm": ["cuda/mma.cuh", "fp8_gemm/fp8_gemm.cu"],
-    "mxfp4_gemm": ["cuda/mma.cuh", "fp8_gemm/fp8_gemm.cu", "mxfp4_gemm/mxfp4_gemm.cu"],
+    "fp8_gemm": ["cuda/mma.cuh", "cuda/mma_pipe.cuh", "fp8_gemm/fp8_gemm.cu"],
+    "mxfp4_gemm": ["cuda/mma.cuh", "cuda/mma_pipe.cuh", "fp8_gemm/fp8_gemm.cu", "mxfp4_gemm/mxfp4_gemm.cu"],
     "bf16_gemm": ["cuda/mma.cuh", "bf16_gemm/bf16_gemm.cu"],
 }
 

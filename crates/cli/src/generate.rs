@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use tensorfold_engine::runner::load_runner;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, Event, GenerateParams, Usage};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
@@ -47,6 +46,9 @@ pub struct GenerateArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceSpec,
+    /// Ranks sharing the model (attention heads and routed experts split; the tokens do not depend on it).
+    #[arg(long, default_value_t = 1)]
+    tp: usize,
     /// Keep generating past the end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
@@ -97,8 +99,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => default_model::dir()?,
     };
-    let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
-    let loaded = load_runner(&dir, device)
+    let loaded = tensorfold_engine::ranks::load(&dir, args.device, args.threads, args.tp)
         .map_err(|e| anyhow!(e))
         .with_context(|| format!("loading {}", dir.display()))?;
     let tok = Tokenizer::load(&dir, loaded.bos_token_id, loaded.eos_token_id)?;

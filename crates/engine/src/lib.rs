@@ -6,6 +6,7 @@ pub mod handle;
 pub mod philox;
 pub mod pool;
 pub mod prefix;
+pub mod ranks;
 pub mod request;
 pub mod runner;
 pub mod sampler;

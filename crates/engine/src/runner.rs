@@ -1,11 +1,13 @@
 //! What the engine needs from a model: a forward pass over a batch of rows with each sequence's state, the shape of that state, and its MTP layer.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use tensorfold_model::dsv4::batch::Batch;
 use tensorfold_model::dsv4::blocks::BlockLayout;
 use tensorfold_model::dsv4::cache::{CacheGeometry, Dsv4Cache};
 use tensorfold_model::dsv4::forward::device::Device;
+use tensorfold_model::dsv4::forward::parallel::RankGroup;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
 use tensorfold_model::dsv41::forward::Dsv41Model;
 
@@ -45,6 +47,8 @@ pub trait Runner: Send {
 pub struct Dsv4Runner {
     pub model: Dsv4Model,
     pub device: Device,
+    /// Ranks sharing every pass (see `ranks.rs`); `None` runs on this device alone.
+    pub ranks: Option<Arc<RankGroup>>,
 }
 
 impl Dsv4Runner {
@@ -52,6 +56,7 @@ impl Dsv4Runner {
         Dsv4Runner {
             model,
             device: device.into(),
+            ranks: None,
         }
     }
 
@@ -75,17 +80,21 @@ impl Dsv4Runner {
     }
 }
 
-fn options(logit_rows: &[usize]) -> ForwardOptions {
+fn options(logit_rows: &[usize], ranks: &Option<Arc<RankGroup>>) -> ForwardOptions {
     ForwardOptions {
         keep_layers: false,
         logit_rows: Some(logit_rows.to_vec()),
+        ranks: ranks.clone(),
     }
 }
 
 impl Runner for Dsv4Runner {
     fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
         let dev = self.device.clone();
-        self.guarded(|| self.model.forward_with(batch, cache, dev, &options(logit_rows)))
+        self.guarded(|| {
+            self.model
+                .forward_with(batch, cache, dev, &options(logit_rows, &self.ranks))
+        })
     }
 
     fn forward_mtp(
@@ -98,7 +107,7 @@ impl Runner for Dsv4Runner {
         let dev = self.device.clone();
         self.guarded(|| {
             self.model
-                .forward_mtp_with(0, batch, streams, cache, dev, &options(logit_rows))
+                .forward_mtp_with(0, batch, streams, cache, dev, &options(logit_rows, &self.ranks))
         })
     }
 
@@ -137,7 +146,7 @@ impl Runner for Dsv41Runner {
     fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
         let out = self
             .model
-            .forward_with(batch, cache, self.launch, &options(logit_rows))?;
+            .forward_with(batch, cache, self.launch, &options(logit_rows, &None))?;
         Ok(Rows {
             logits: out.logits,
             streams: out.last_streams,

@@ -269,6 +269,7 @@ fn forward_matches_the_reference() {
         let opts = ForwardOptions {
             keep_layers: true,
             logit_rows: None,
+            ..ForwardOptions::default()
         };
         let out = m.forward_with(&batch, &mut cache, CpuLaunch::serial(), &opts).unwrap();
         let mut worst = 0f64;

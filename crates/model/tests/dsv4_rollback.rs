@@ -41,6 +41,7 @@ fn feed(m: &Dsv4Model, cache: &mut Dsv4Cache, tokens: &[u32], logits: bool) -> (
     let opts = ForwardOptions {
         keep_layers: false,
         logit_rows: (!logits).then(Vec::new),
+        ..ForwardOptions::default()
     };
     let out = m.forward_with(&batch, cache, CpuLaunch::serial(), &opts).unwrap();
     (out.logits, out.last_streams)

@@ -64,6 +64,7 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
     let opts = ForwardOptions {
         keep_layers: false,
         logit_rows: Some(vec![tokens.len() - 1]),
+        ranks: None,
     };
     model
         .forward_with(&b, cache, device.clone(), &opts)

@@ -4,6 +4,7 @@ mod cache;
 mod client;
 mod concurrent;
 mod decode;
+mod exchange;
 mod forward;
 mod kernels;
 mod prompts;
@@ -24,6 +25,8 @@ enum BenchWhat {
     Kernels(kernels::KernelsArgs),
     /// The model in-process on --device: prompt speed, batch-1 decode per token and per layer against weight bytes and the device copy bandwidth.
     Forward(forward::ForwardArgs),
+    /// What --tp ranks exchange per layer (gathers of whole heads and experts) against a plain all-reduce of the layer outputs, on thread-ranks.
+    Exchange(exchange::ExchangeArgs),
     /// Single-stream SSE decode speed and inter-token latency over the shipped prompts, against a running server.
     Decode(decode::DecodeArgs),
     /// Time to first token of a long prompt the server has never seen, then of the same prompt resumed.
@@ -36,6 +39,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Kernels(a) => kernels::run(a),
         BenchWhat::Forward(a) => forward::run(a),
+        BenchWhat::Exchange(a) => exchange::run(a),
         BenchWhat::Decode(a) => client::block_on(decode::run(a)),
         BenchWhat::Cache(a) => client::block_on(cache::run(a)),
         BenchWhat::Concurrent(a) => client::block_on(concurrent::run(a)),

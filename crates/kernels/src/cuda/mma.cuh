@@ -1,11 +1,10 @@
-// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators) for fp8_gemm, grouped_proj, mxfp4_gemm and bf16_gemm: each output element is one fixed chain (32-wide K stages ascending, MMAs into a per-scale-block partial, one scaled add), so its bits depend on neither M, its tile nor the grid.
+// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators): bf16_gemm's here, fp8_gemm/grouped_proj/mxfp4_gemm's in mma_pipe.cuh; each output element is one fixed chain (32-wide K stages ascending, MMAs into a per-scale-block partial, one scaled add), so its bits depend on neither M, its tile nor the grid.
 #define MMA_BM 64
 #define MMA_BN 128
 #define MMA_BK 32
 #define MMA_LD 40
 #define MMA_FP8 0
 #define MMA_FP4 1
-#define MMA_BF16 2
 
 __device__ __forceinline__ u32 tf_smem_addr(const void* p) {
     u32 r;
@@ -29,13 +28,6 @@ __device__ __forceinline__ void tf_mma_bf16(float* d, const u32* a, const u32* b
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Two f32 to f16x2 (lo in the low half), round to nearest; exact for e4m3 grid values.
-__device__ __forceinline__ u32 tf_f16x2(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
 }
 
 __device__ __forceinline__ u32 tf_bf16x2(float lo, float hi) {
@@ -71,30 +63,21 @@ __device__ __forceinline__ float tf_bf16_hi(u32 v) { return __uint_as_float(v & 
 struct TfStage {
     float a[8];
     u32 w[8];
-    float s;
 };
 
-// Tiles of y[:, 0..n] (row stride y_stride) from rows q (FP8/FP4: e4m3 grid values, a scale a 128 in q_scale; BF16: raw f32) and weights w[0..n] (FP8 e4m3 [n, k], 128x128 grid rows from col0; FP4 e2m1 [n, k/2], e8m0 [n, k/32]; BF16 [n, k]); 256 threads as 2 x 4 warps of 32 x 32.
-template <int FMT>
-__device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const float* q_scale, int qs_stride, const void* wv,
-                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    constexpr int PIECES = FMT == MMA_BF16 ? 3 : 1;
-    // Two stage buffers where they fit in 48 KiB of static shared memory (one barrier a stage), else one (two barriers).
-    constexpr int BUFS = FMT == MMA_BF16 ? 1 : 2;
+// Tiles of y[:, 0..n] (row stride n) from raw f32 rows q (row stride k) and bf16 weights w [n, k]; 256 threads as 2 x 4 warps of 32 x 32.
+__device__ __forceinline__ void tf_bf16_tiles(const float* q, const u16* w16, float* y, int m, int n, int k) {
+    constexpr int PIECES = 3;
+    // One stage buffer: three activation pieces fill 48 KiB of static shared memory (two barriers a stage).
+    constexpr int BUFS = 1;
     __shared__ __align__(16) u16 as[BUFS][PIECES][MMA_BM * MMA_LD];
     __shared__ __align__(16) u16 bs[BUFS][MMA_BN * MMA_LD];
-    __shared__ float ss[BUFS][MMA_BN];
-    const u8* w8 = (const u8*)wv;
-    const u16* w16 = (const u16*)wv;
+    int q_stride = k, y_stride = n;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
     int tiles_n = (n + MMA_BN - 1) / MMA_BN;
     int tiles = tiles_n * ((m + MMA_BM - 1) / MMA_BM);
-    int nblk = (k + 127) / 128;
     int kend = k;
-#ifdef TF_FAULT_drop_tail_block
-    kend = (nblk - 1) * 128;
-#endif
 #ifdef TF_FAULT_drop_tail
     kend = k - 1;
 #endif
@@ -102,11 +85,7 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
     int ar = tid / 4, ac = (tid % 4) * 8;
     int bn = tid / 2, bc = (tid % 2) * 16;
     bool avec = q_stride % 4 == 0 && ((size_t)q % 16) == 0;
-    bool wvec = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)wv % 16) == 0);
-    int swap = 0;
-#ifdef TF_FAULT_swap_nibbles
-    swap = 1;
-#endif
+    bool wvec = k % 16 == 0 && ((size_t)w16 % 16) == 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int m0 = (tile / tiles_n) * MMA_BM, n0 = (tile % tiles_n) * MMA_BN;
         float acc[2][4][4], part[2][4][4];
@@ -117,16 +96,8 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[i][j][e] = part[i][j][e] = 0.0f;
         TfStage st;
-        // Stage s reads K stage order(s); ascending always (the planted control reverses it in small tiles).
-        auto order = [&](int s) {
-#ifdef TF_FAULT_order_by_tile
-            if (m <= 16) return stages - 1 - s;
-#endif
-            return s;
-        };
         // Global loads of stage s into registers (zeros outside the matrices).
         auto load = [&](int s) {
-            s = order(s);
             int k0 = s * MMA_BK, gm = m0 + ar, gk = k0 + ac;
             const float* qr = q + (size_t)gm * q_stride;
             if (gm < m && avec && gk + 8 <= kend) {
@@ -138,85 +109,37 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                 for (int e = 0; e < 8; ++e) st.a[e] = (gm < m && gk + e < kend) ? qr[gk + e] : 0.0f;
             }
             int gn = n0 + bn;
-            if constexpr (FMT == MMA_FP8) {
-                const u8* wr = w8 + (size_t)gn * k + k0 + bc;
-                if (gn < n && wvec && k0 + bc + 16 <= kend) {
-                    uint4 v = *(const uint4*)wr;
-                    st.w[0] = v.x, st.w[1] = v.y, st.w[2] = v.z, st.w[3] = v.w;
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        u32 word = 0;
-#pragma unroll
-                        for (int b = 0; b < 4; ++b) {
-                            int kk = k0 + bc + 4 * j + b;
-                            if (gn < n && kk < kend) word |= (u32)wr[4 * j + b] << (8 * b);
-                        }
-                        st.w[j] = word;
-                    }
-                }
-                int gs = min(n0 + tid, n - 1);
-                st.s = tid < MMA_BN ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gs) / 128) * nblk + s / 4]) : 0.0f;
-            } else if constexpr (FMT == MMA_FP4) {
-                if (gn < n) {
-                    uint2 v = *(const uint2*)(w8 + (size_t)gn * (k / 2) + k0 / 2 + bc / 2);
-                    st.w[0] = v.x, st.w[1] = v.y;
-                } else {
-                    st.w[0] = st.w[1] = 0u;
-                }
-                st.s = (tid < MMA_BN && n0 + tid < n) ? tf_e8m0_to_f32(w_scale[(size_t)(n0 + tid) * (k / 32) + s]) : 0.0f;
+            const u16* wr = w16 + (size_t)gn * k + k0 + bc;
+            if (gn < n && wvec && k0 + bc + 16 <= kend) {
+                uint4 v0 = *(const uint4*)wr, v1 = *(const uint4*)(wr + 8);
+                st.w[0] = v0.x, st.w[1] = v0.y, st.w[2] = v0.z, st.w[3] = v0.w;
+                st.w[4] = v1.x, st.w[5] = v1.y, st.w[6] = v1.z, st.w[7] = v1.w;
             } else {
-                const u16* wr = w16 + (size_t)gn * k + k0 + bc;
-                if (gn < n && wvec && k0 + bc + 16 <= kend) {
-                    uint4 v0 = *(const uint4*)wr, v1 = *(const uint4*)(wr + 8);
-                    st.w[0] = v0.x, st.w[1] = v0.y, st.w[2] = v0.z, st.w[3] = v0.w;
-                    st.w[4] = v1.x, st.w[5] = v1.y, st.w[6] = v1.z, st.w[7] = v1.w;
-                } else {
 #pragma unroll
-                    for (int j = 0; j < 8; ++j) {
-                        int kk = k0 + bc + 2 * j;
-                        u32 lo = (gn < n && kk < kend) ? wr[2 * j] : 0u;
-                        u32 hi = (gn < n && kk + 1 < kend) ? wr[2 * j + 1] : 0u;
-                        st.w[j] = lo | (hi << 16);
-                    }
+                for (int j = 0; j < 8; ++j) {
+                    int kk = k0 + bc + 2 * j;
+                    u32 lo = (gn < n && kk < kend) ? wr[2 * j] : 0u;
+                    u32 hi = (gn < n && kk + 1 < kend) ? wr[2 * j + 1] : 0u;
+                    st.w[j] = lo | (hi << 16);
                 }
             }
         };
         // Registers to shared memory, converted to the MMA's input type.
         auto store = [&](int buf) {
-            if constexpr (FMT == MMA_BF16) {
-                u32 hi[4], mid[4], lo[4];
+            u32 hi[4], mid[4], lo[4];
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    float x0 = st.a[2 * j], x1 = st.a[2 * j + 1];
-                    hi[j] = tf_bf16x2(x0, x1);
-                    float r0 = x0 - tf_bf16_lo(hi[j]), r1 = x1 - tf_bf16_hi(hi[j]);
-                    mid[j] = tf_bf16x2(r0, r1);
-                    lo[j] = tf_bf16x2(r0 - tf_bf16_lo(mid[j]), r1 - tf_bf16_hi(mid[j]));
-                }
-                *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-                *(uint4*)&as[buf][PIECES - 2][ar * MMA_LD + ac] = make_uint4(mid[0], mid[1], mid[2], mid[3]);
-                *(uint4*)&as[buf][PIECES - 1][ar * MMA_LD + ac] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-                *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(st.w[0], st.w[1], st.w[2], st.w[3]);
-                *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(st.w[4], st.w[5], st.w[6], st.w[7]);
-            } else {
-                *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(tf_f16x2(st.a[0], st.a[1]), tf_f16x2(st.a[2], st.a[3]),
-                                                               tf_f16x2(st.a[4], st.a[5]), tf_f16x2(st.a[6], st.a[7]));
-                u32 h[8];
-                if constexpr (FMT == MMA_FP8) {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        h[2 * j] = tf_e4m3x2_to_f16x2(st.w[j], 0x1404u);
-                        h[2 * j + 1] = tf_e4m3x2_to_f16x2(st.w[j], 0x3424u);
-                    }
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((st.w[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
-                }
-                if (tid < MMA_BN) ss[buf][tid] = st.s;
-                *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
-                *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
+            for (int j = 0; j < 4; ++j) {
+                float x0 = st.a[2 * j], x1 = st.a[2 * j + 1];
+                hi[j] = tf_bf16x2(x0, x1);
+                float r0 = x0 - tf_bf16_lo(hi[j]), r1 = x1 - tf_bf16_hi(hi[j]);
+                mid[j] = tf_bf16x2(r0, r1);
+                lo[j] = tf_bf16x2(r0 - tf_bf16_lo(mid[j]), r1 - tf_bf16_hi(mid[j]));
             }
+            *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            *(uint4*)&as[buf][PIECES - 2][ar * MMA_LD + ac] = make_uint4(mid[0], mid[1], mid[2], mid[3]);
+            *(uint4*)&as[buf][PIECES - 1][ar * MMA_LD + ac] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(st.w[0], st.w[1], st.w[2], st.w[3]);
+            *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(st.w[4], st.w[5], st.w[6], st.w[7]);
         };
         if (stages > 0) {
             load(0);
@@ -243,41 +166,23 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                         u32 a[4];
                         tf_ldmatrix_x4(a, &as[cur][piece][(wm * 32 + mi * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * MMA_LD + kk + 8 * (lane / 16)]);
 #pragma unroll
-                        for (int ni = 0; ni < 4; ++ni) {
-                            if (FMT == MMA_BF16)
-                                tf_mma_bf16(part[mi][ni], a, b[ni]);
-                            else
-                                tf_mma_f16(part[mi][ni], a, b[ni]);
-                        }
+                        for (int ni = 0; ni < 4; ++ni) tf_mma_bf16(part[mi][ni], a, b[ni]);
                     }
                 }
             }
-            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4), per stage (BF16); then a fresh partial.
-            bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
-            if (close) {
-                int kb = order(s) / 4;
+            // The partial's add, per stage; then a fresh partial.
 #pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
+            for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        int gm = min(m0 + wm * 32 + mi * 16 + g + 8 * h, m - 1);
-                        float sa = FMT == MMA_BF16 ? 1.0f : q_scale[(size_t)gm * qs_stride + kb];
-#ifdef TF_FAULT_lost_act_scale
-                        sa = 1.0f;
-#endif
+                for (int h = 0; h < 2; ++h)
 #pragma unroll
-                        for (int ni = 0; ni < 4; ++ni)
+                    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-                            for (int c = 0; c < 2; ++c) {
-                                int ln = wn * 32 + ni * 8 + 2 * t4 + c;
-                                float sw = FMT == MMA_BF16 ? 1.0f : ss[cur][ln];
-                                float* p = &part[mi][ni][2 * h + c];
-                                acc[mi][ni][2 * h + c] = FMT == MMA_BF16 ? acc[mi][ni][2 * h + c] + *p
-                                                                         : fmaf(*p, sa * sw, acc[mi][ni][2 * h + c]);
-                                *p = 0.0f;
-                            }
-                    }
-            }
+                        for (int c = 0; c < 2; ++c) {
+                            float* p = &part[mi][ni][2 * h + c];
+                            acc[mi][ni][2 * h + c] = acc[mi][ni][2 * h + c] + *p;
+                            *p = 0.0f;
+                        }
 #ifndef TF_FAULT_race_no_sync
             if (BUFS == 1) __syncthreads();
 #endif
@@ -297,9 +202,6 @@ __device__ __forceinline__ void tf_mma_tiles(const float* q, int q_stride, const
                     for (int c = 0; c < 2; ++c) {
                         int gn = n0 + wn * 32 + ni * 8 + 2 * t4 + c;
                         bool skip = gm >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-                        skip = skip || gn == n - 1;
-#endif
 #ifdef TF_FAULT_skip_last_row
                         skip = skip || gm == m - 1;
 #endif

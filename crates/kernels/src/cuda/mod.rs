@@ -4,9 +4,11 @@ mod args;
 mod compile;
 mod device;
 mod libs;
+mod ranks;
 mod resident;
 
 pub use libs::nvrtc as nvrtc_available;
+pub use ranks::multi_gpu;
 pub mod limits;
 
 pub use args::{In, Out, PushIn, Staged, StagedOut};

@@ -8,10 +8,17 @@ use crate::faults::Faults;
 /// The longest activation row the quantiser's shared-memory stage holds.
 pub const MAX_K: usize = 8192;
 
+/// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
+pub const DECODE_ROWS: usize = 16;
+
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
-    source: concat!(include_str!("../cuda/mma.cuh"), include_str!("fp8_gemm.cu")),
-    entries: &["fp8_gemm_quant", "fp8_gemm"],
+    source: concat!(
+        include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/mma_pipe.cuh"),
+        include_str!("fp8_gemm.cu")
+    ),
+    entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"],
     controls: &["race_no_sync", "lost_act_scale", "skip_last_column", "drop_tail_block"],
     records: &[
         CudaLaunch::new(256, 65_535),
@@ -42,21 +49,28 @@ pub fn fp8_gemm_cuda<'a>(
     let gpu = cuda::gpu()?;
     let quant = gpu.function(&KERNEL, "fp8_gemm_quant", faults)?;
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
+    let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
-    let mut q = gpu.upload(&vec![0f32; m * k])?;
+    let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
     let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
+        // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
     {
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&gemm);
+        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
+        let (f, entry, tiles) = if m <= DECODE_ROWS {
+            (&rows, "fp8_gemm_rows", n.div_ceil(16))
+        } else {
+            (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
+        };
+        let mut b = gpu.stream.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
             .input(&wd)
@@ -65,9 +79,8 @@ pub fn fp8_gemm_cuda<'a>(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
-        cuda::launched("fp8_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
 }

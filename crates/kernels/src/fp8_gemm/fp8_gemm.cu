@@ -2,11 +2,11 @@
 #define MAX_ROW 8192
 #define QB 128
 
-// Per row: the e4m3 grid values q = round(x / s) and one power-of-two scale s per 128 values (DeepSeek's act_quant).
-__device__ __forceinline__ void tf_fp8_quant_rows(const float* x, float* q, float* q_scale, int rows, int k) {
+// Per row: the e4m3 grid values q = round(x / s) as f16 (row stride k rounded up to 8) and one power-of-two scale s per 128 values (DeepSeek's act_quant).
+__device__ __forceinline__ void tf_fp8_quant_rows(const float* x, u16* q, float* q_scale, int rows, int k) {
     __shared__ float xs[MAX_ROW];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    int nblk = (k + QB - 1) / QB;
+    int nblk = (k + QB - 1) / QB, kp = (k + 7) / 8 * 8;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[(size_t)r * k + i];
         __syncthreads();
@@ -17,25 +17,31 @@ __device__ __forceinline__ void tf_fp8_quant_rows(const float* x, float* q, floa
             for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
             float s = tf_pow2_scale(m, 1e-4f, 448.0f);
             for (int i = lo + lane; i < hi; i += 32)
-                q[(size_t)r * k + i] = tf_round_grid(fminf(fmaxf(xs[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20);
+                q[(size_t)r * kp + i] = tf_f16(tf_round_grid(fminf(fmaxf(xs[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20));
             if (lane == 0) q_scale[(size_t)r * nblk + b] = s;
         }
         __syncthreads();
     }
 }
 
-// Tiles of y[:, 0..n] (row stride y_stride) from quantised rows q (row stride q_stride, scales row stride qs_stride) and weight
-// rows w[0..n] whose scale rows start at weight row col0 of a grid nblk wide; on tensor cores (cuda/mma.cuh).
-__device__ __forceinline__ void tf_fp8_tiles(const float* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 quantised rows q (row stride q_stride, scales row stride qs_stride) and weight
+// rows w[0..n] whose scale rows start at weight row col0 of a grid nblk wide; on tensor cores (cuda/mma_pipe.cuh).
+__device__ __forceinline__ void tf_fp8_tiles(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    tf_mma_tiles<MMA_FP8>(q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    tf_mma_pipe<MMA_FP8>(q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
-extern "C" __global__ void fp8_gemm_quant(const float* x, float* q, float* q_scale, int rows, int k) {
+extern "C" __global__ void fp8_gemm_quant(const float* x, u16* q, float* q_scale, int rows, int k) {
     tf_fp8_quant_rows(x, q, q_scale, rows, k);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm(const float* q, const float* q_scale, const u8* w, const u8* w_scale,
+extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                           float* y, int m, int n, int k) {
-    tf_fp8_tiles(q, k, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+    tf_fp8_tiles(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+}
+
+// Up to 16 rows (decode): the same bits as fp8_gemm, with narrow tiles so more blocks stream the weights.
+extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
+                                                               float* y, int m, int n, int k) {
+    tf_mma_rows<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

@@ -9,6 +9,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "grouped_proj",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("grouped_proj.cu")
     ),
@@ -45,14 +46,14 @@ pub fn grouped_proj_cuda(
     let gemm = gpu.function(&KERNEL, "grouped_proj", faults)?;
     let rows = o.len() / (groups * group_dim);
     let (od, wd, sd) = (gpu.upload(o)?, gpu.upload(wo_a)?, gpu.upload(wo_a_scale)?);
-    let mut q = gpu.upload(&vec![0f32; o.len()])?;
+    let mut q = gpu.upload(&vec![0u16; rows * groups * group_dim.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; rows * groups * group_dim.div_ceil(128)])?;
     let mut y = gpu.output(out)?;
     let (rg, k) = ((rows * groups) as i32, group_dim as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
         b.arg(&od).arg(&mut q).arg(&mut qs).arg(&rg).arg(&k);
-        // SAFETY: the arguments match the kernel's signature; q holds `rows * groups * group_dim` values and qs their scales.
+        // SAFETY: the arguments match the kernel's signature; q holds `rows * groups` f16 rows of `group_dim` rounded up to 8 and qs their scales.
         cuda::launched("grouped_proj_quant", unsafe { b.launch(launch.config(rows * groups)) })?;
     }
     let (m, gs, ol) = (rows as i32, groups as i32, o_lora as i32);

@@ -4,16 +4,17 @@ use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
-use crate::fp8_gemm::MAX_K;
+use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu")
     ),
-    entries: &["mxfp4_gemm_quant", "mxfp4_gemm"],
+    entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"],
     controls: &["race_no_sync", "swap_nibbles", "lost_act_scale", "order_by_tile"],
     records: &[
         CudaLaunch::new(256, 65_535),
@@ -46,21 +47,28 @@ pub fn mxfp4_gemm_cuda<'a>(
     let gpu = cuda::gpu()?;
     let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
     let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
+    let rows = gpu.function(&KERNEL, "mxfp4_gemm_rows", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
-    let mut q = gpu.upload(&vec![0f32; m * k])?;
+    let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
     let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
     let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
         let mut b = gpu.stream.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; q holds `m * k` and qs `m * ceil(k / 128)` values.
+        // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
     }
     {
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&gemm);
+        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
+        let (f, entry, tiles) = if m <= DECODE_ROWS {
+            (&rows, "mxfp4_gemm_rows", n.div_ceil(16))
+        } else {
+            (&gemm, "mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
+        };
+        let mut b = gpu.stream.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
             .input(&wd)
@@ -69,9 +77,8 @@ pub fn mxfp4_gemm_cuda<'a>(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
-        cuda::launched("mxfp4_gemm", unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
 }

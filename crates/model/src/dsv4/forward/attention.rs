@@ -54,8 +54,13 @@ pub(crate) fn attention(
         softmax_scale: (1.0 / (hd as f64).sqrt()) as f32,
         bf16_probs: m.semantics.attn_bf16_probs,
     };
-    ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
-    ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);
+    match &pass.ranks {
+        Some(ranks) => o = ranks.attend(pass, &q, &lists, &table, &w.attn_sink, freqs, shape),
+        None => {
+            ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
+            ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);
+        }
+    }
 
     let (layout, section) = (&m.layout, m.layout.window(layer_idx));
     for g in &pass.groups {

@@ -2,18 +2,22 @@
 
 mod attention;
 mod block;
+pub mod collective;
 mod compressor;
 pub mod device;
 mod linear;
 mod moe;
 mod mtp;
 mod ops;
+pub mod parallel;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
 use self::device::Device;
+use self::parallel::RankGroup;
 use super::batch::{Batch, SeqRows};
 use super::blocks::BlockLayout;
 use super::cache::{Dsv4Cache, SeqCache};
@@ -40,6 +44,8 @@ pub(crate) struct Pass<'a> {
     pub token_ids: Vec<i32>,
     pub groups: Vec<SeqRows>,
     pub model: &'a Dsv4Model,
+    /// The ranks that share the attention heads and routed experts; `None` on one rank.
+    pub ranks: Option<Arc<RankGroup>>,
 }
 
 impl Pass<'_> {
@@ -51,6 +57,7 @@ impl Pass<'_> {
             token_ids: Vec::new(),
             groups: Vec::new(),
             model: self.model,
+            ranks: self.ranks.clone(),
         }
     }
 
@@ -70,6 +77,8 @@ pub struct ForwardOptions {
     pub keep_layers: bool,
     /// Compute logits only for these rows (in this order); `None` for every row.
     pub logit_rows: Option<Vec<usize>>,
+    /// The ranks sharing the pass; `None` runs it on one.
+    pub ranks: Option<Arc<RankGroup>>,
 }
 
 /// Outputs of one forward pass.
@@ -146,6 +155,7 @@ impl Dsv4Model {
             token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
             groups,
             model: self,
+            ranks: None,
         })
     }
 
@@ -164,6 +174,7 @@ impl Dsv4Model {
             &ForwardOptions {
                 keep_layers,
                 logit_rows: None,
+                ranks: None,
             },
         )
     }
@@ -178,7 +189,8 @@ impl Dsv4Model {
     ) -> Result<Output, String> {
         let keep_layers = opts.keep_layers;
         let c = &self.config;
-        let pass = self.pass(batch, cache, device.into(), 0..c.num_hidden_layers, |seq| seq.len)?;
+        let mut pass = self.pass(batch, cache, device.into(), 0..c.num_hidden_layers, |seq| seq.len)?;
+        pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let mut emb = vec![0f32; rows * d];
         ops::embedding(&pass.device, &self.weights.embed.bytes, d, &pass.token_ids, &mut emb);

@@ -1,7 +1,7 @@
 //! The mixture of experts: router (biased or hash), routed MXFP4 experts grouped by expert, shared expert, join.
 
 use super::{Pass, linear, ops};
-use crate::dsv4::weights::{Moe, Routing};
+use crate::dsv4::weights::{Expert, Moe, Routing};
 
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
 pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
@@ -25,26 +25,22 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
             &mut weights,
         ),
     }
-    let mut routed = vec![0f32; rows * k * d];
-    for (e, expert) in w.experts.iter().enumerate() {
-        let slots: Vec<usize> = (0..rows * k).filter(|&s| idx[s] as usize == e).collect();
-        if slots.is_empty() {
-            continue;
+    let routed = match &pass.ranks {
+        Some(ranks) => ranks.experts(pass, w, x, &idx, &weights),
+        None => {
+            let mut routed = vec![0f32; rows * k * d];
+            for (e, expert) in w.experts.iter().enumerate() {
+                let Some(y) = expert_rows(pass, expert, e, x, &idx, &weights, k) else {
+                    continue;
+                };
+                let slots = (0..rows * k).filter(|&s| idx[s] as usize == e);
+                for (i, s) in slots.enumerate() {
+                    routed[s * d..(s + 1) * d].copy_from_slice(&y[i * d..(i + 1) * d]);
+                }
+            }
+            routed
         }
-        let xe: Vec<f32> = slots
-            .iter()
-            .flat_map(|&s| x[s / k * d..(s / k + 1) * d].iter().copied())
-            .collect();
-        let route: Vec<f32> = slots.iter().map(|&s| weights[s]).collect();
-        let g = linear::mxfp4(pass, &xe, &expert.w1);
-        let u = linear::mxfp4(pass, &xe, &expert.w3);
-        let mut h = vec![0f32; g.len()];
-        ops::swiglu(&pass.device, &g, &u, &route, limit, &mut h);
-        let y = linear::mxfp4(pass, &h, &expert.w2);
-        for (i, &s) in slots.iter().enumerate() {
-            routed[s * d..(s + 1) * d].copy_from_slice(&y[i * d..(i + 1) * d]);
-        }
-    }
+    };
     let shared = match &w.shared {
         Some(sh) => {
             let g = linear::fp8(pass, x, &sh.w1);
@@ -58,4 +54,32 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
     let mut out = vec![0f32; rows * d];
     ops::moe_join(&pass.device, &routed, &shared, k, d, &mut out);
     out
+}
+
+/// Expert `e` on the rows routed to it (ascending slot order), `[slots, D]`; `None` when no row picked it.
+pub(crate) fn expert_rows(
+    pass: &Pass<'_>,
+    expert: &Expert,
+    e: usize,
+    x: &[f32],
+    idx: &[i32],
+    weights: &[f32],
+    k: usize,
+) -> Option<Vec<f32>> {
+    let c = &pass.model.config;
+    let d = c.hidden_size;
+    let slots: Vec<usize> = (0..idx.len()).filter(|&s| idx[s] as usize == e).collect();
+    if slots.is_empty() {
+        return None;
+    }
+    let xe: Vec<f32> = slots
+        .iter()
+        .flat_map(|&s| x[s / k * d..(s / k + 1) * d].iter().copied())
+        .collect();
+    let route: Vec<f32> = slots.iter().map(|&s| weights[s]).collect();
+    let g = linear::mxfp4(pass, &xe, &expert.w1);
+    let u = linear::mxfp4(pass, &xe, &expert.w3);
+    let mut h = vec![0f32; g.len()];
+    ops::swiglu(&pass.device, &g, &u, &route, c.swiglu_limit as f32, &mut h);
+    Some(linear::mxfp4(pass, &h, &expert.w2))
 }

@@ -38,9 +38,10 @@ impl Dsv4Model {
             .get(mtp_idx)
             .ok_or_else(|| format!("the checkpoint has no MTP layer {mtp_idx}"))?;
         let layer_idx = c.num_hidden_layers + mtp_idx;
-        let pass = self.pass(batch, cache, device.into(), layer_idx..layer_idx + 1, |seq| {
+        let mut pass = self.pass(batch, cache, device.into(), layer_idx..layer_idx + 1, |seq| {
             seq.mtp_len[mtp_idx]
         })?;
+        pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         if streams.len() != rows * hc * d {
             return Err(format!(

@@ -1,0 +1,360 @@
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: the same 64x128 tiles, warps and per-element MMA chain as tf_mma_tiles, with f16 activations and raw weights streamed two stages ahead.
+#define PIPE_RING 3
+#define PIPE_A (MMA_BM * MMA_BK)
+#define PIPE_B (MMA_BN * MMA_BK)
+
+// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes of shared dst.
+__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+// Asynchronous copy of `bytes` (0..8, the rest zero-filled) from global src into 8 bytes of shared dst.
+__device__ __forceinline__ void tf_cp_async8(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
+
+// Waits until at most one of this thread's committed copy groups is still in flight.
+__device__ __forceinline__ void tf_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+// u16 index of row r, 8-wide chunk c of a 32-wide f16 stage, XOR-swizzled so ldmatrix's eight rows hit distinct banks.
+__device__ __forceinline__ int tf_pipe_a(int r, int c) { return r * MMA_BK + ((c ^ ((r >> 1) & 3)) << 3); }
+
+// f32 to f16 bits, round to nearest (exact for e4m3 grid values).
+__device__ __forceinline__ u16 tf_f16(float x) {
+    u16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] as tf_mma_tiles takes them (FP8 or FP4).
+template <int FMT>
+__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    constexpr int WB = FMT == MMA_FP8 ? 32 : 16;
+    __shared__ __align__(16) u16 as[PIPE_RING][PIPE_A];
+    __shared__ __align__(16) u8 braw[PIPE_RING][MMA_BN * WB];
+    __shared__ __align__(16) u16 bs[2][MMA_BN * MMA_LD];
+    __shared__ float ss[2][MMA_BN];
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
+    int tiles_n = (n + MMA_BN - 1) / MMA_BN;
+    int tiles = tiles_n * ((m + MMA_BM - 1) / MMA_BM);
+    int nblk = (k + 127) / 128;
+    int kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int stages = (kend + MMA_BK - 1) / MMA_BK;
+    int ar = tid / 4, ac = tid % 4;
+    int bn = tid / 2, bc = (tid % 2) * 16;
+    bool wvec = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
+    int swap = 0;
+#ifdef TF_FAULT_swap_nibbles
+    swap = 1;
+#endif
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m0 = (tile / tiles_n) * MMA_BM, n0 = (tile % tiles_n) * MMA_BN;
+        float acc[2][4][4], part[2][4][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = part[i][j][e] = 0.0f;
+        // Stage s reads K stage order(s); ascending always (the planted control reverses it in small tiles).
+        auto order = [&](int s) {
+#ifdef TF_FAULT_order_by_tile
+            if (m <= 16) return stages - 1 - s;
+#endif
+            return s;
+        };
+        // Copies stage s's activations into ring slot s % PIPE_RING (zeros outside the matrix).
+        auto issue_a = [&](int s) {
+            if (s >= stages) return;
+            int gk = order(s) * MMA_BK + ac * 8, gm = m0 + ar;
+            int bytes = gm < m ? max(0, min(8, kend - gk)) * 2 : 0;
+            const u16* src = bytes > 0 ? q + (size_t)gm * q_stride + gk : q;
+            tf_cp_async16(&as[s % PIPE_RING][tf_pipe_a(ar, ac)], src, bytes);
+        };
+        // Copies stage s's raw weight codes into ring slot s % PIPE_RING (zeros outside the matrix).
+        auto issue_b = [&](int s) {
+            if (s >= stages) return;
+            int k0 = order(s) * MMA_BK, gn = n0 + bn;
+            u8* dst = &braw[s % PIPE_RING][bn * WB + bc * WB / 32];
+            if constexpr (FMT == MMA_FP8) {
+                if (wvec) {
+                    int bytes = gn < n ? max(0, min(16, kend - k0 - bc)) : 0;
+                    tf_cp_async16(dst, bytes > 0 ? w + (size_t)gn * k + k0 + bc : w, bytes);
+                } else {
+                    u32 word[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        word[j] = 0;
+#pragma unroll
+                        for (int b = 0; b < 4; ++b) {
+                            int kk = k0 + bc + 4 * j + b;
+                            if (gn < n && kk < kend) word[j] |= (u32)w[(size_t)gn * k + kk] << (8 * b);
+                        }
+                    }
+                    *(uint4*)dst = make_uint4(word[0], word[1], word[2], word[3]);
+                }
+            } else {
+                tf_cp_async8(dst, gn < n ? w + (size_t)gn * (k / 2) + k0 / 2 + bc / 2 : w, gn < n ? 8 : 0);
+            }
+        };
+        // The weight scale of column n0 + tid at stage s (threads below MMA_BN).
+        auto scale = [&](int s) {
+            if (s >= stages || tid >= MMA_BN) return 0.0f;
+            s = order(s);
+            if constexpr (FMT == MMA_FP8) {
+                int gs = min(n0 + tid, n - 1);
+                return tf_e8m0_to_f32(w_scale[(size_t)((col0 + gs) / 128) * nblk + s / 4]);
+            } else {
+                return n0 + tid < n ? tf_e8m0_to_f32(w_scale[(size_t)(n0 + tid) * (k / 32) + s]) : 0.0f;
+            }
+        };
+        // Raw ring slot of stage s to f16 buffer buf, with the stage's column scales.
+        auto convert = [&](int s, int buf, float sc) {
+            if (s >= stages) return;
+            const u8* src = &braw[s % PIPE_RING][bn * WB + bc * WB / 32];
+            u32 h[8];
+            if constexpr (FMT == MMA_FP8) {
+                uint4 v = *(const uint4*)src;
+                u32 wd[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    h[2 * j] = tf_e4m3x2_to_f16x2(wd[j], 0x1404u);
+                    h[2 * j + 1] = tf_e4m3x2_to_f16x2(wd[j], 0x3424u);
+                }
+            } else {
+                uint2 v = *(const uint2*)src;
+                u32 wd[2] = {v.x, v.y};
+#pragma unroll
+                for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((wd[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
+            }
+            if (tid < MMA_BN) ss[buf][tid] = sc;
+            *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
+            *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
+        };
+        // Copy groups: the prologue's first holds A(0), B(0), B(1); its second A(1), B(2); iteration s's A(s + 2), B(s + 3).
+        issue_a(0);
+        issue_b(0);
+        issue_b(1);
+        tf_cp_commit();
+        issue_a(1);
+        issue_b(2);
+        tf_cp_commit();
+        float snext = scale(1);
+        tf_cp_wait1();
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        convert(0, 0, scale(0));
+        for (int s = 0; s < stages; ++s) {
+            int cur = s % 2;
+            tf_cp_wait1();
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            issue_a(s + 2);
+            issue_b(s + 3);
+            tf_cp_commit();
+            convert(s + 1, (s + 1) % 2, snext);
+            snext = scale(s + 2);
+            const u16* a_st = as[s % PIPE_RING];
+#pragma unroll
+            for (int step = 0; step < 2; ++step) {
+                int kk = 16 * step;
+                u32 b[4][2];
+#pragma unroll
+                for (int p = 0; p < 2; ++p) {
+                    u32 r[4];
+                    tf_ldmatrix_x4(r, &bs[cur][(wn * 32 + p * 16 + lane % 8 + 8 * (lane / 16)) * MMA_LD + kk + 8 * ((lane / 8) % 2)]);
+                    b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
+                }
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+                    u32 a[4];
+                    tf_ldmatrix_x4(a, &a_st[tf_pipe_a(wm * 32 + mi * 16 + lane % 8 + 8 * ((lane / 8) % 2), kk / 8 + lane / 16)]);
+#pragma unroll
+                    for (int ni = 0; ni < 4; ++ni) tf_mma_f16(part[mi][ni], a, b[ni]);
+                }
+            }
+            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); then a fresh partial.
+            bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
+            if (close) {
+                int kb = order(s) / 4;
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        int gm = min(m0 + wm * 32 + mi * 16 + g + 8 * h, m - 1);
+                        float sa = q_scale[(size_t)gm * qs_stride + kb];
+#ifdef TF_FAULT_lost_act_scale
+                        sa = 1.0f;
+#endif
+#pragma unroll
+                        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                            for (int c = 0; c < 2; ++c) {
+                                float sw = ss[cur][wn * 32 + ni * 8 + 2 * t4 + c];
+                                float* p = &part[mi][ni][2 * h + c];
+                                acc[mi][ni][2 * h + c] = fmaf(*p, sa * sw, acc[mi][ni][2 * h + c]);
+                                *p = 0.0f;
+                            }
+                    }
+            }
+        }
+        // Every warp is done with the rings before the next tile's prologue refills them.
+        __syncthreads();
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int gm = m0 + wm * 32 + mi * 16 + g + 8 * h;
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        int gn = n0 + wn * 32 + ni * 8 + 2 * t4 + c;
+                        bool skip = gm >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+                        skip = skip || gn == n - 1;
+#endif
+                        if (!skip) y[(size_t)gm * y_stride + gn] = acc[mi][ni][2 * h + c];
+                    }
+            }
+    }
+}
+
+#define ROWS_BN 16
+#define ROWS_MAX 16
+
+// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ..., then all threads add them in K order.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
+    constexpr int P = FMT == MMA_FP8 ? 1 : 4;
+    __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    int tiles = (n + ROWS_BN - 1) / ROWS_BN;
+    int nblk = (k + 127) / 128;
+    int kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int stages = (kend + MMA_BK - 1) / MMA_BK;
+    int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
+    bool rev = false;
+#ifdef TF_FAULT_order_by_tile
+    rev = true;
+#endif
+    int swap = 0;
+#ifdef TF_FAULT_swap_nibbles
+    swap = 1;
+#endif
+    bool w2 = k % 2 == 0 && ((size_t)w % 2) == 0;
+    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int n0 = tile * ROWS_BN;
+        float acc = 0.0f;
+        for (int rr = 0; rr < rounds; ++rr) {
+            int r = rev ? rounds - 1 - rr : rr;
+            int c = 8 * r + warp;
+            if (c < chunks) {
+                u32 af[8][4], bf[8][2][2];
+                // Loads first (zeros outside the matrices), so the chunk's reads are in flight together.
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    int k0 = c * 128 + 16 * j;
+                    bool live = k0 < stages * MMA_BK;
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
+                        const u16* src = q + (size_t)row * q_stride + kk;
+                        u32 v = 0;
+                        if (live && row < m && kk + 1 < kend)
+                            v = *(const u32*)src;
+                        else if (live && row < m && kk < kend)
+                            v = src[0];
+                        af[j][e] = v;
+                    }
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        int gn = n0 + ni * 8 + g;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            int kk = k0 + 2 * t4 + 8 * h;
+                            u32 v = 0;
+                            if (live && gn < n) {
+                                if constexpr (FMT == MMA_FP8) {
+                                    const u8* src = w + (size_t)gn * k + kk;
+                                    if (w2 && kk + 1 < kend)
+                                        v = *(const u16*)src;
+                                    else
+                                        v = (kk < kend ? src[0] : 0u) | (kk + 1 < kend ? (u32)src[1] << 8 : 0u);
+                                } else {
+                                    v = w[(size_t)gn * (k / 2) + kk / 2];
+                                }
+                            }
+                            bf[j][ni][h] = v;
+                        }
+                    }
+                }
+                float part[P][2][4];
+#pragma unroll
+                for (int p = 0; p < P; ++p)
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    if (c * 128 + 16 * j >= stages * MMA_BK) break;
+                    constexpr int PD = FMT == MMA_FP8 ? 8 : 2;
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        u32 b[2];
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+                            b[h] = FMT == MMA_FP8 ? tf_e4m3x2_to_f16x2(bf[j][ni][h], 0x1404u) : tf_e2m1x2_to_f16x2(bf[j][ni][h], swap);
+                        tf_mma_f16(part[j / PD][ni], af[j], b);
+                    }
+                }
+#pragma unroll
+                for (int p = 0; p < P; ++p)
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
+            }
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes.
+            int gm = min(orow, m - 1), gn = min(n0 + ocol, n - 1);
+            for (int ii = 0; ii < 8 * P; ++ii) {
+                int i = rev ? 8 * P - 1 - ii : ii;
+                int t = (8 * r) * P + i;
+                if (t >= (FMT == MMA_FP8 ? chunks : stages)) continue;
+                int kb = FMT == MMA_FP8 ? t : t / 4;
+                float sa = q_scale[(size_t)gm * qs_stride + kb];
+#ifdef TF_FAULT_lost_act_scale
+                sa = 1.0f;
+#endif
+                float sw = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                          : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+                acc = fmaf(pbuf[i / P][i % P][orow * ROWS_BN + ocol], sa * sw, acc);
+            }
+            __syncthreads();
+        }
+        bool skip = orow >= m || n0 + ocol >= n;
+#ifdef TF_FAULT_skip_last_column
+        skip = skip || n0 + ocol == n - 1;
+#endif
+        if (!skip) y[(size_t)orow * y_stride + n0 + ocol] = acc;
+    }
+}
