@@ -92,14 +92,14 @@ def main():
             q16 = torch.zeros(m, kp, dtype=torch.int16, device="cuda")
             qs = torch.empty(m, (k + 127) // 128, device="cuda")
             # Up to 16 rows take the `_rows` entry in 16-column tiles, as the host functions do.
-            rows = "_rows" if m <= 16 and kind != "bf16" else ""
+            suffix = "_rows" if m <= 16 and kind != "bf16" else ""
             tiles = (n + 15) // 16 if rows else ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
-                run = lambda: launch(fp8["fp8_gemm" + rows], grid, 256, [q16, qs, w, s, y, m, n, k])
+                run = lambda: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -108,7 +108,7 @@ def main():
                 w = torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda")
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
                 launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
-                run = lambda: launch(fp4["mxfp4_gemm" + rows], grid, 256, [q16, qs, w, s, y, m, n, k])
+                run = lambda: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")
