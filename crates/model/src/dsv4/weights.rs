@@ -172,24 +172,23 @@ pub struct Dsv4Weights {
     pub head: Bf16, // [vocab, D]
 }
 
-/// Reads tensors from a checkpoint whose manifest has already been checked.
-struct Reader<'a> {
-    ckpt: &'a Checkpoint,
-    config: &'a Dsv4Config,
+/// Reads tensors of any family from a checkpoint whose manifest has already been checked.
+pub(crate) struct Tensors<'a> {
+    pub ckpt: &'a Checkpoint,
 }
 
-impl Reader<'_> {
-    fn bytes(&self, name: &str) -> MappedBytes {
+impl Tensors<'_> {
+    pub(crate) fn bytes(&self, name: &str) -> MappedBytes {
         self.ckpt
             .mapped(name)
             .unwrap_or_else(|| panic!("manifest-checked tensor `{name}` is missing"))
     }
 
-    fn shape(&self, name: &str) -> Vec<usize> {
+    pub(crate) fn shape(&self, name: &str) -> Vec<usize> {
         self.ckpt.tensors()[name].shape.clone()
     }
 
-    fn f32s(&self, name: &str) -> Vec<f32> {
+    pub(crate) fn f32s(&self, name: &str) -> Vec<f32> {
         let b = self.bytes(name);
         match self.ckpt.tensors()[name].dtype {
             crate::DType::BF16 => b
@@ -204,17 +203,7 @@ impl Reader<'_> {
         }
     }
 
-    fn fp8(&self, p: &str) -> Fp8 {
-        let shape = self.shape(&format!("{p}.weight"));
-        Fp8 {
-            codes: self.bytes(&format!("{p}.weight")),
-            scales: self.bytes(&format!("{p}.scale")),
-            out_dim: shape[0],
-            in_dim: shape[1],
-        }
-    }
-
-    fn mxfp4(&self, p: &str) -> Mxfp4 {
+    pub(crate) fn mxfp4(&self, p: &str) -> Mxfp4 {
         let shape = self.shape(&format!("{p}.weight"));
         Mxfp4 {
             packed: self.bytes(&format!("{p}.weight")),
@@ -224,16 +213,41 @@ impl Reader<'_> {
         }
     }
 
-    fn bf16(&self, name: &str) -> Bf16 {
+    pub(crate) fn bf16(&self, name: &str) -> Bf16 {
         let shape = self.shape(name);
         Bf16::new(self.bytes(name), shape[0], shape[1])
     }
 
-    fn hc(&self, p: &str) -> Hc {
+    pub(crate) fn hc(&self, p: &str) -> Hc {
         Hc {
             fn_: self.f32s(&format!("{p}_fn")),
             base: self.f32s(&format!("{p}_base")),
             scale: self.f32s(&format!("{p}_scale")),
+        }
+    }
+}
+
+/// Reads the DeepSeek V4 tensors.
+struct Reader<'a> {
+    t: Tensors<'a>,
+    config: &'a Dsv4Config,
+}
+
+impl<'a> std::ops::Deref for Reader<'a> {
+    type Target = Tensors<'a>;
+    fn deref(&self) -> &Tensors<'a> {
+        &self.t
+    }
+}
+
+impl Reader<'_> {
+    fn fp8(&self, p: &str) -> Fp8 {
+        let shape = self.shape(&format!("{p}.weight"));
+        Fp8 {
+            codes: self.bytes(&format!("{p}.weight")),
+            scales: self.bytes(&format!("{p}.scale")),
+            out_dim: shape[0],
+            in_dim: shape[1],
         }
     }
 
@@ -312,7 +326,10 @@ impl Reader<'_> {
 impl Dsv4Weights {
     /// Views every tensor of `ckpt` (already checked against the manifest of `config`).
     pub fn new(ckpt: &Checkpoint, config: &Dsv4Config) -> Dsv4Weights {
-        let r = Reader { ckpt, config };
+        let r = Reader {
+            t: Tensors { ckpt },
+            config,
+        };
         let c = config;
         let layers = (0..c.num_hidden_layers)
             .map(|i| r.block(&format!("layers.{i}"), c.compress_ratio(i), c.is_hash_layer(i)))

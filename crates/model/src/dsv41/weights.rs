@@ -5,7 +5,7 @@ use tensorfold_formats::block_fp8::{self, Block as ScaleBlock, BlockScales};
 
 use crate::checkpoint::{Checkpoint, MappedBytes};
 use crate::config::dsv41::Dsv41TextConfig;
-use crate::dsv4::weights::{Bf16, Hc, Mxfp4};
+use crate::dsv4::weights::{Bf16, Hc, Mxfp4, Tensors};
 
 /// A dense bf16 weight `[out_dim, in_dim]` held in memory (an FP8 weight times its power-of-two scales, which bf16 holds exactly).
 #[derive(Clone, Debug)]
@@ -102,37 +102,20 @@ pub struct Dsv41Weights {
     pub head: Bf16, // [vocab, D]
 }
 
+/// Reads the DeepSeek V4.1 tensors.
 struct Reader<'a> {
-    ckpt: &'a Checkpoint,
+    t: Tensors<'a>,
     config: &'a Dsv41TextConfig,
 }
 
+impl<'a> std::ops::Deref for Reader<'a> {
+    type Target = Tensors<'a>;
+    fn deref(&self) -> &Tensors<'a> {
+        &self.t
+    }
+}
+
 impl Reader<'_> {
-    fn bytes(&self, name: &str) -> MappedBytes {
-        self.ckpt
-            .mapped(name)
-            .unwrap_or_else(|| panic!("manifest-checked tensor `{name}` is missing"))
-    }
-
-    fn shape(&self, name: &str) -> Vec<usize> {
-        self.ckpt.tensors()[name].shape.clone()
-    }
-
-    fn f32s(&self, name: &str) -> Vec<f32> {
-        let b = self.bytes(name);
-        match self.ckpt.tensors()[name].dtype {
-            crate::DType::BF16 => b
-                .chunks_exact(2)
-                .map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]])))
-                .collect(),
-            crate::DType::F32 => b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect(),
-            other => panic!("tensor `{name}` is {other}, not a float vector"),
-        }
-    }
-
     fn dense(&self, p: &str) -> Dense {
         let shape = self.shape(&format!("{p}.weight"));
         let (rows, cols) = (shape[0], shape[1]);
@@ -159,29 +142,6 @@ impl Reader<'_> {
             words,
             out_dim: rows,
             in_dim: cols,
-        }
-    }
-
-    fn mxfp4(&self, p: &str) -> Mxfp4 {
-        let shape = self.shape(&format!("{p}.weight"));
-        Mxfp4 {
-            packed: self.bytes(&format!("{p}.weight")),
-            scales: self.bytes(&format!("{p}.scale")),
-            out_dim: shape[0],
-            in_dim: 2 * shape[1],
-        }
-    }
-
-    fn bf16(&self, name: &str) -> Bf16 {
-        let shape = self.shape(name);
-        Bf16::new(self.bytes(name), shape[0], shape[1])
-    }
-
-    fn hc(&self, p: &str) -> Hc {
-        Hc {
-            fn_: self.f32s(&format!("{p}_fn")),
-            base: self.f32s(&format!("{p}_base")),
-            scale: self.f32s(&format!("{p}_scale")),
         }
     }
 
@@ -262,7 +222,10 @@ impl Reader<'_> {
 impl Dsv41Weights {
     /// Reads every main-model tensor of `ckpt` (already checked against the manifest of `config`).
     pub fn new(ckpt: &Checkpoint, config: &Dsv41TextConfig) -> Dsv41Weights {
-        let r = Reader { ckpt, config };
+        let r = Reader {
+            t: Tensors { ckpt },
+            config,
+        };
         Dsv41Weights {
             embed: r.bf16("embed.weight"),
             layers: (0..config.num_hidden_layers).map(|l| r.block(l)).collect(),
