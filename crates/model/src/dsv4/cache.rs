@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::batch::SeqSlot;
+use super::batch::{SeqRows, SeqSlot};
 use super::blocks::{BLOCK_TOKENS, BlockId, BlockLayout, BlockStore, EntryKind};
 use crate::config::dsv4::Dsv4Config;
 
@@ -226,6 +226,26 @@ impl Dsv4Cache {
         Dsv4Cache {
             store: BlockStore::managed(),
             ..Default::default()
+        }
+    }
+
+    /// Writes each group's rows of `kv` (`width` floats a row) into layer `layer`'s window rows of its blocks.
+    pub fn put_window_rows(
+        &mut self,
+        layout: &BlockLayout,
+        layer: usize,
+        groups: &[SeqRows],
+        kv: &[f32],
+        width: usize,
+    ) {
+        let section = layout.window(layer);
+        for g in groups {
+            for (i, &r) in g.rows.iter().enumerate() {
+                let q = layout.window_pos(layer, g.start as usize + i);
+                let value = &kv[r * width..(r + 1) * width];
+                self.store
+                    .put_row(&self.tables[&g.seq], section, q, value, layout.floats);
+            }
         }
     }
 

@@ -62,16 +62,7 @@ pub(crate) fn attention(
         }
     }
 
-    let (layout, section) = (&m.layout, m.layout.window(layer_idx));
-    for g in &pass.groups {
-        for (i, &r) in g.rows.iter().enumerate() {
-            let q = layout.window_pos(layer_idx, g.start as usize + i);
-            let value = &kv[r * hd..(r + 1) * hd];
-            cache
-                .store
-                .put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
-        }
-    }
+    cache.put_window_rows(&m.layout, layer_idx, &pass.groups, &kv, hd);
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
     linear::fp8(pass, &oa, &w.wo_b)
 }

@@ -59,16 +59,7 @@ pub(crate) fn attention(
     sparse_attn(&q, &lists, &table, &w.attn_sink, shape, &mut o, l, f);
     rope(&mut o, &pass.positions, hd, freqs, true, l, f);
 
-    let (layout, section) = (&pass.model.layout, pass.model.layout.window(layer_idx));
-    for g in &pass.groups {
-        for (i, &r) in g.rows.iter().enumerate() {
-            let q = layout.window_pos(layer_idx, g.start as usize + i);
-            let value = &kv[r * hd..(r + 1) * hd];
-            cache
-                .store
-                .put_row(&cache.tables[&g.seq], section, q, value, layout.floats);
-        }
-    }
+    cache.put_window_rows(&pass.model.layout, layer_idx, &pass.groups, &kv, hd);
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
     linear::dense(pass, &oa, &w.wo_b)
 }
