@@ -43,7 +43,7 @@ pub struct ServeArgs {
     /// Requests that may wait beyond --parallel before 429.
     #[arg(long, default_value_t = 256)]
     max_queue: usize,
-    /// KV cache memory in GiB (every sequence's state lives in its blocks); default: room for --parallel requests of --context tokens; the pool gets as many 128-token blocks as fit.
+    /// KV cache memory in GiB (sequences' blocks, and room for the state a running request keeps outside them); default: room for --parallel requests of --context tokens; the pool gets as many 128-token blocks as fit.
     #[arg(long)]
     kv_cache_gib: Option<f64>,
     /// Serve every request without drafts (the serial reference).
