@@ -208,3 +208,79 @@ fn resumed_prefix_equals_fresh() {
         "resumed longer prompt differs from fresh"
     );
 }
+
+/// DSpark blocks as the only drafts: up to 5 a round, no context copies.
+fn dspark_cfg(token_budget: usize) -> EngineConfig {
+    EngineConfig {
+        token_budget,
+        drafts: tensorfold_engine::DraftConfig {
+            mtp_drafts: 5,
+            context_drafts: 0,
+        },
+        ..Default::default()
+    }
+}
+
+#[test]
+fn dspark_drafted_concurrent_equals_draft_false_solo() {
+    let prompts: Vec<Vec<u32>> = (0..4).map(|i| prompt(3 + 11 * i, 50 + i as u32)).collect();
+    let temps = [0.0, 0.7, 1.0, 0.0];
+    let serial: Vec<Done> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| solo(dspark_cfg(64), p, &params(t, i as u64, 14, false)))
+        .collect();
+    let mut e = engine(dspark_cfg(64), 2);
+    let handles: Vec<_> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| submit(&mut e, p.clone(), params(t, i as u64, 14, true)))
+        .collect();
+    drain(&mut e);
+    let (mut drafted, mut accepted) = ([0; 2], [0; 2]);
+    for (i, (h, s)) in handles.iter().zip(&serial).enumerate() {
+        let d = h.lock().unwrap();
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        assert_eq!(
+            d.sha, s.sha,
+            "request {i}: DSpark-drafted {:?} vs serial {:?}",
+            d.tokens, s.tokens
+        );
+        let sampled = (temps[i] != 0.0) as usize;
+        drafted[sampled] += d.usage.drafted;
+        accepted[sampled] += d.usage.accepted;
+    }
+    eprintln!("dsv41 DSpark: greedy {} of {} drafts accepted, sampled {} of {}", accepted[0], drafted[0], accepted[1], drafted[1]);
+    assert!(drafted.iter().all(|&n| n > 0), "DSpark drafts proposed: {drafted:?}");
+    assert!(accepted.iter().sum::<usize>() > 0, "DSpark drafts accepted: {accepted:?} of {drafted:?}");
+    assert!(accepted[0] < drafted[0] || accepted[1] < drafted[1], "some drafts rejected");
+}
+
+#[test]
+fn dspark_drafted_resumed_prefix_equals_fresh() {
+    let p = prompt(300, 18);
+    let serial = solo(dspark_cfg(512), &p, &params(0.0, 4, 9, false));
+    let gp = params(0.0, 4, 9, true);
+    let fresh = solo(
+        EngineConfig {
+            prefix_cache: false,
+            ..dspark_cfg(512)
+        },
+        &p,
+        &gp,
+    );
+    assert_eq!(fresh.sha, serial.sha, "fresh drafted differs from `draft: false`");
+    assert!(fresh.usage.drafted > 0, "DSpark drafts proposed");
+    let mut e = engine(dspark_cfg(512), 1);
+    let first = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    let second = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    assert_eq!(first.lock().unwrap().sha, fresh.sha);
+    let second = second.lock().unwrap();
+    assert_eq!(second.usage.cached_tokens, 256, "two 128-token blocks resumed");
+    assert_eq!(second.sha, fresh.sha, "resumed drafted differs from fresh");
+    assert!(second.usage.drafted > 0, "the resumed request drafts too");
+}
