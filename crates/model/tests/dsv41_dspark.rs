@@ -80,7 +80,11 @@ fn dspark_blocks_are_deterministic() {
     };
     assert_eq!(bits(&draft(&m, &cache, &lanes, threads)), bits(&first), "threads");
     let alone = draft(&m, &cache, &lanes[1..], CpuLaunch::serial());
-    assert_eq!(bits(&alone), bits(&first[1..]), "a lane drafts alike alone and with another");
+    assert_eq!(
+        bits(&alone),
+        bits(&first[1..]),
+        "a lane drafts alike alone and with another"
+    );
     let other = draft(&m, &cache, &[(DRAFTED, 18)], CpuLaunch::serial());
     assert_ne!(bits(&other), bits(&first[..1]), "the block reads its first token");
 }
@@ -103,7 +107,8 @@ fn a_rejected_block_rolls_back_to_never_drafted() {
     cache.settle(DRAFTED, (prompt.len() + keep) as u32, &m.config, &m.layout);
     feed(&m, &mut cache, SERIAL, &block[..keep], CpuLaunch::serial());
     assert_eq!(cache.seqs[&DRAFTED], cache.seqs[&SERIAL], "sequence state");
-    assert_eq!(windows(&m, &cache, DRAFTED), windows(&m, &cache, SERIAL), "windows and rings");
+    let same = windows(&m, &cache, DRAFTED) == windows(&m, &cache, SERIAL);
+    assert!(same, "the windows and rings differ from a serial run's");
     let lanes = |s| [(s, 99)];
     assert_eq!(
         bits(&draft(&m, &cache, &lanes(DRAFTED), CpuLaunch::serial())),

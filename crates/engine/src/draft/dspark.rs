@@ -20,7 +20,10 @@ pub fn run(
     if owner.is_empty() {
         return Ok(());
     }
-    let work: Vec<_> = owner.iter().map(|&i| (lanes[i].seq, lanes[i].tokens[lanes[i].fed])).collect();
+    let work: Vec<_> = owner
+        .iter()
+        .map(|&i| (lanes[i].seq, lanes[i].tokens[lanes[i].fed]))
+        .collect();
     let mut pick = |k: usize, j: usize, logits: &[f32]| {
         let l = &lanes[owner[k]];
         sample(logits, &l.params.sampling, l.key, (l.fed + 1 + j) as u64)

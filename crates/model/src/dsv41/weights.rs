@@ -99,12 +99,12 @@ pub struct Block {
 #[derive(Clone, Debug)]
 pub struct Dspark {
     pub stages: Vec<Block>,
-    pub main_proj: Dense,      // [D, targets * D]
-    pub main_norm: Vec<f32>,   // [D]
-    pub norm: Vec<f32>,        // [D]
-    pub markov_embed: Bf16,    // [vocab, rank]
-    pub markov_head: Bf16,     // [vocab, rank]
-    pub confidence: Bf16,      // [1, D + rank]
+    pub main_proj: Dense,    // [D, targets * D]
+    pub main_norm: Vec<f32>, // [D]
+    pub norm: Vec<f32>,      // [D]
+    pub markov_embed: Bf16,  // [vocab, rank]
+    pub markov_head: Bf16,   // [vocab, rank]
+    pub confidence: Bf16,    // [1, D + rank]
 }
 
 /// Every weight of a DeepSeek V4.1 checkpoint's text model.

@@ -190,7 +190,12 @@ impl Dsv41Model {
             let joined: Vec<f32> = rows
                 .iter()
                 .enumerate()
-                .flat_map(|(i, &r)| h[r * d..(r + 1) * d].iter().chain(&e[i * rank..(i + 1) * rank]).copied())
+                .flat_map(|(i, &r)| {
+                    h[r * d..(r + 1) * d]
+                        .iter()
+                        .chain(&e[i * rank..(i + 1) * rank])
+                        .copied()
+                })
                 .collect();
             let mut conf = vec![0f32; lanes.len()];
             bf16_gemm(&joined, w.confidence.words(), 1, d + rank, &mut conf, l, f);
