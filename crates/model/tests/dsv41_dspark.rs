@@ -1,5 +1,6 @@
-//! DSpark drafting on the V4.1 tiny synth: block drafts are deterministic (they only read the cache); rows run under a mark and settled back leave the rings as if never drafted.
+//! DSpark drafting on the V4.1 tiny synth: block drafts are deterministic (they only read the cache), rows run under a mark and settled back leave the rings as if never drafted, drafts agree with the float64 reference.
 
+use sha2::{Digest, Sha256};
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::{Dsv4Cache, Stage};
@@ -119,4 +120,100 @@ fn a_rejected_block_rolls_back_to_never_drafted() {
     let a = feed(&m, &mut cache, DRAFTED, &next, CpuLaunch::serial());
     let b = feed(&m, &mut cache, SERIAL, &next, CpuLaunch::serial());
     assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "next logits");
+}
+
+fn golden(name: &str) -> Vec<u8> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../tests/goldens/dsv41_tiny/dspark_{name}.safetensors"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run tools/reference/dsv41_dspark_f64.py", path.display()))
+}
+
+fn golden_ints(st: &safetensors::SafeTensors, name: &str) -> Vec<u32> {
+    let t = st.tensor(name).unwrap();
+    assert_eq!(t.dtype(), safetensors::Dtype::I32, "golden tensor {name}");
+    t.data()
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as u32)
+        .collect()
+}
+
+fn golden_floats(st: &safetensors::SafeTensors, name: &str) -> Vec<f64> {
+    let t = st.tensor(name).unwrap();
+    match t.dtype() {
+        safetensors::Dtype::F64 => t
+            .data()
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        _ => t
+            .data()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+    }
+}
+
+/// Draft logits within this relative-norm bound of the float64 reference: f32 sums through the target layers, the rings and three stage blocks (seen: 2.8e-7).
+const DRAFT_REL_BOUND: f64 = 2e-6;
+/// Confidences (sigmoids) within this of the reference (seen: 3.5e-7).
+const CONFIDENCE_ABS_BOUND: f64 = 2e-6;
+
+#[test]
+fn dspark_drafts_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions {
+        preset: Dsv41Preset::Tiny,
+        seed: 0,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template: true,
+        force: false,
+    };
+    synth::write_dsv41(&opts).unwrap();
+    let sha = Sha256::digest(std::fs::read(dir.path().join("model.safetensors")).unwrap());
+    let m = load_model(dir.path()).unwrap();
+    let vocab = m.config.vocab_size;
+    for name in ["short", "long"] {
+        let bytes = golden(name);
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+        let made_from = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("checkpoint_sha256"))
+            .cloned();
+        assert_eq!(
+            made_from,
+            Some(format!("{sha:x}")),
+            "{name}: synth tiny seed 0 changed; regenerate the goldens"
+        );
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let (ids, y) = (golden_ints(&st, "input_ids"), golden_ints(&st, "y")[0]);
+        let mut cache = Dsv4Cache::default();
+        feed(&m, &mut cache, DRAFTED, &ids, CpuLaunch::serial());
+        let mut rows = Vec::new();
+        let mut pick = |_: usize, _: usize, logits: &[f32]| {
+            rows.extend_from_slice(logits);
+            let best = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            logits.iter().position(|&v| v == best).unwrap() as u32
+        };
+        let drafts = m
+            .dspark_draft(&[(DRAFTED, y)], &cache, CpuLaunch::serial(), &mut pick)
+            .unwrap();
+        let want = golden_floats(&st, "draft_logits");
+        assert_eq!(rows.len(), want.len());
+        let num: f64 = rows.iter().zip(&want).map(|(&a, &b)| (a as f64 - b).powi(2)).sum();
+        let err = (num / want.iter().map(|b| b * b).sum::<f64>()).sqrt();
+        let conf = golden_floats(&st, "confidence");
+        let conf_err = drafts[0]
+            .iter()
+            .zip(&conf)
+            .map(|(d, &w)| (d.confidence as f64 - w).abs())
+            .fold(0f64, f64::max);
+        eprintln!("{name}: DSpark draft logits rel err {err:.2e}, confidence max abs err {conf_err:.2e}");
+        assert!(err < DRAFT_REL_BOUND, "{name}: draft logits rel err {err:e}");
+        assert!(conf_err < CONFIDENCE_ABS_BOUND, "{name}: confidence err {conf_err:e}");
+        let tokens: Vec<u32> = drafts[0].iter().map(|d| d.token).collect();
+        assert_eq!(tokens, golden_ints(&st, "drafts"), "{name}: greedy drafts");
+        assert_eq!(rows.len(), 5 * vocab);
+    }
 }
