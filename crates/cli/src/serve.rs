@@ -49,7 +49,7 @@ pub struct ServeArgs {
     /// Serve every request without drafts (the serial reference).
     #[arg(long)]
     no_drafts: bool,
-    /// Chained MTP drafts per round (0 drafts by context copies only).
+    /// Model drafts per round: chained MTP (V4) or a DSpark block, at most 5 (V4.1); 0 drafts by context copies only.
     #[arg(long, default_value_t = tensorfold_engine::DraftConfig::default().mtp_drafts)]
     mtp_drafts: usize,
     /// CPU threads.
