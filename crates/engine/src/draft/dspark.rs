@@ -30,8 +30,38 @@ pub fn run(
     };
     let blocks = runner.draft_block(&work, cache, &mut pick)?;
     for (&i, block) in owner.iter().zip(blocks) {
-        let n = lanes[i].max_drafts.min(most);
+        let confidence: Vec<f32> = block.iter().map(|d| d.confidence).collect();
+        let n = lanes[i].max_drafts.min(most).min(worth_running(&confidence));
         drafts[i] = block.into_iter().take(n).map(|d| d.token).collect();
     }
     Ok(())
+}
+
+/// A draft whose chance of being reached and accepted falls below this costs a row for little gain.
+const MIN_CHANCE: f32 = 0.05;
+
+/// How many leading drafts to run: while the product of the confidence head's chances stays at `MIN_CHANCE` or more (always the first).
+pub fn worth_running(confidence: &[f32]) -> usize {
+    let mut chance = 1.0;
+    let kept = confidence
+        .iter()
+        .take_while(|&&c| {
+            chance *= c;
+            chance >= MIN_CHANCE
+        })
+        .count();
+    kept.max(confidence.len().min(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_running;
+
+    #[test]
+    fn drafts_run_while_their_joint_chance_holds() {
+        assert_eq!(worth_running(&[0.9, 0.9, 0.5, 0.1, 0.9]), 3);
+        assert_eq!(worth_running(&[1.0; 5]), 5);
+        assert_eq!(worth_running(&[0.01, 0.9]), 1, "the first draft always runs");
+        assert_eq!(worth_running(&[]), 0);
+    }
 }
