@@ -280,6 +280,13 @@ pub fn fill_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     if !is_x86_feature_detected!("avx2") {
         return 0;
     }
+    // SAFETY: avx2 is present, checked above.
+    unsafe { fill_scales_avx2(rows, swt) }
+}
+
+/// `fill_scales` with the e8m0 decode inlined.
+#[target_feature(enable = "avx2")]
+unsafe fn fill_scales_avx2(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     let blocks = rows[0].len();
     let whole = blocks / 16 * 16;
     for kb0 in (0..whole).step_by(16) {
@@ -287,8 +294,7 @@ pub fn fill_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
         let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
         for (c, col) in transpose16(x).into_iter().enumerate() {
             let dst: &mut [f32; 16] = (&mut swt[(kb0 + c) * GROUP..][..GROUP]).try_into().expect("16 scales");
-            // SAFETY: avx2 is present, checked above.
-            unsafe { decode_e8m0_x16(col, dst) };
+            decode_e8m0_x16(col, dst);
         }
     }
     whole
