@@ -29,7 +29,7 @@ impl Latch {
             if *self.left.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
                 return;
             }
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         while *left > 0 {
@@ -65,7 +65,7 @@ fn pool() -> &'static Pool {
     })
 }
 
-/// How long a worker polls for the next part, and the caller for the last part to end, before sleeping.
+/// How long a worker polls for the next part, and the caller for the last part to end, before sleeping (yielding between polls).
 const SPIN: Duration = Duration::from_micros(50);
 
 /// The next task, polled for `SPIN` (a forward pass launches kernels back to back), then waited for; `None` once the pool is gone.
@@ -75,7 +75,7 @@ fn next_task(rx: &Receiver<Task>) -> Option<Task> {
         match rx.try_recv() {
             Ok(task) => return Some(task),
             Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if start.elapsed() < SPIN => std::hint::spin_loop(),
+            Err(TryRecvError::Empty) if start.elapsed() < SPIN => std::thread::yield_now(),
             Err(TryRecvError::Empty) => return rx.recv().ok(),
         }
     }
