@@ -141,6 +141,9 @@ impl RowScales<'_> {
     }
 }
 
+/// Rows at most this long are prefetched four at a time in address order, longer ones row by row.
+const SHORT_ROW: usize = 1024;
+
 /// `vpshufb` controls moving byte `P` of every 32-bit lane to the lane's top byte and zeroing the other three.
 const fn to_top(p: usize) -> [u8; 64] {
     let mut t = [0x80u8; 64];
@@ -213,9 +216,17 @@ pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) 
                 }
                 from_fn(|j| pad[j].as_ptr())
             };
-            for p in wb {
-                // The same block of the next four rows, which follow these in memory.
-                prefetch(p.wrapping_add(4 * k));
+            if k <= SHORT_ROW {
+                // Short rows: the next four rows (contiguous after these) in address order, 512 bytes a block.
+                let next = rows[0].as_ptr().wrapping_add(4 * k + 4 * BLOCK * kb);
+                for line in 0..4 {
+                    prefetch(next.wrapping_add(2 * 64 * line));
+                }
+            } else {
+                for p in wb {
+                    // The same block of the next four rows.
+                    prefetch(p.wrapping_add(4 * k));
+                }
             }
             // SAFETY: block kb of the activations exists; every weight pointer has a whole (or padded) block.
             let inner = reduce4(unsafe { block4(a.as_ptr().add(kb * BLOCK), &wb, &top) });

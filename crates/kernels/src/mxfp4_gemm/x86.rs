@@ -113,8 +113,11 @@ pub unsafe fn rows_avx512<'w>(
                 let row = rows[4 * g + i];
                 if c < full {
                     let p = row.as_ptr().wrapping_add(c * CHUNK_BYTES);
-                    // The same chunk of the next 16 rows, which follow these in memory (a prefetch never faults).
-                    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(PAIRS * row_bytes) as *const i8);
+                    // The next 16 rows (contiguous after these) in address order, 1 KB a chunk (a prefetch never faults).
+                    let next = rows[0]
+                        .as_ptr()
+                        .wrapping_add(PAIRS * row_bytes + PAIRS * CHUNK_BYTES * c);
+                    _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(CHUNK_BYTES * (4 * g + i)) as *const i8);
                     // SAFETY: c < full: 64 bytes of the row at p.
                     unsafe { _mm512_loadu_si512(p as *const __m512i) }
                 } else {
@@ -295,6 +298,11 @@ pub fn fill_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
 #[target_feature(enable = "avx2")]
 unsafe fn fill_scales_avx2(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     let blocks = rows[0].len();
+    // The next group's scale rows, which follow these in memory (a prefetch never faults).
+    let next = rows[0].as_ptr().wrapping_add(GROUP * blocks);
+    for line in (0..GROUP * blocks).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+    }
     let whole = blocks / 16 * 16;
     for kb0 in (0..whole).step_by(16) {
         // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
