@@ -156,6 +156,31 @@ mod tests {
     }
 
     #[test]
+    fn blocks_with_nan_take_the_scalar_encoder() {
+        let mut x: Vec<f32> = (0..256).map(|i| (i as f32 * 0.61).cos() * 5.0).collect();
+        x[130] = f32::NAN;
+        let layout = Layout {
+            per_lane: 8,
+            value_factor: 1.0,
+            scale_factor: 1.0,
+        };
+        let rows = Fp8Rows::quantise(&x, 256, layout);
+        let mut codes = [0u8; 128];
+        for (b, block) in x.chunks(128).enumerate() {
+            let s = quant_e4m3_block(block, &mut codes);
+            assert_eq!(rows.scales[b].to_bits(), s.to_bits(), "block {b}");
+            for (i, &c) in codes.iter().enumerate() {
+                let got = rows.values[layout.position(128 * b + i)];
+                assert_eq!(
+                    got,
+                    (e4m3::TABLE[c as usize].to_bits() >> 16) as u16,
+                    "block {b} value {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn stored_values_are_exact() {
         let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
         let layout = Layout {
