@@ -1,4 +1,4 @@
-//! Every SIMD path this CPU has, forced one by one, gives the FP8 and MXFP4 GEMMs the bits of the fastest path (the BF16 one where present).
+//! Every SIMD path this CPU has, forced one by one, gives the FP8 and MXFP4 GEMMs the bits of the fastest path.
 
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::cpu::{CpuLaunch, SimdPath};

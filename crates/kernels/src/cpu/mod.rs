@@ -10,12 +10,14 @@ pub use dot::{LANES, dot, reduce_lanes};
 pub use threads::par_chunks_mut;
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// An instruction-set path; every path of one kernel gives the same bits (FMA everywhere, 16 fixed lanes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SimdPath {
     Portable,
     Avx2,
+    /// AVX-512 F and BW.
     Avx512,
     /// AVX-512 with BF16 dot products and byte permutes (VDPBF16PS, VPERMI2B); kernels without a use for them run their AVX-512 code.
     Avx512Bf16,
@@ -30,7 +32,7 @@ impl SimdPath {
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
                 paths.push(SimdPath::Avx2);
             }
-            if is_x86_feature_detected!("avx512f") {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
                 paths.push(SimdPath::Avx512);
             }
             if is_x86_feature_detected!("avx512f")
@@ -44,10 +46,29 @@ impl SimdPath {
         paths
     }
 
-    /// The fastest path this CPU can run.
+    /// The fastest path this CPU can run: AVX-512 over AVX-512-BF16 where VDPBF16PS is slower than two FMAs (Intel cores).
     pub fn best() -> SimdPath {
-        *SimdPath::available().last().expect("portable is always available")
+        static BEST: OnceLock<SimdPath> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let best = *SimdPath::available().last().expect("portable is always available");
+            if best == SimdPath::Avx512Bf16 && slow_bf16_dot() {
+                return SimdPath::Avx512;
+            }
+            best
+        })
     }
+}
+
+/// Whether this CPU's VDPBF16PS costs more than the FMAs it replaces: Intel cores run it as several uops on both vector ports.
+fn slow_bf16_dot() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        // "GenuineIntel" as EBX, EDX, ECX.
+        return (id.ebx, id.edx, id.ecx) == (0x756E_6547, 0x4965_6E69, 0x6C65_746E);
+    }
+    #[allow(unreachable_code)]
+    false
 }
 
 impl fmt::Display for SimdPath {

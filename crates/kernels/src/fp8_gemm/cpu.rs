@@ -80,6 +80,14 @@ impl BlockWeights for Fp8Weights<'_> {
 
     fn fill_scales(&self, cols: &[usize; GROUP], _: SimdPath, swt: &mut [f32]) {
         let grid_k = self.blocks();
+        if cols[0] / BLOCK == cols[GROUP - 1] / BLOCK {
+            // One scale row for the whole group (the usual case: groups start at multiples of 16).
+            let codes = &self.w_scale[cols[0] / BLOCK * grid_k..][..grid_k];
+            for (row, &c) in swt.chunks_exact_mut(GROUP).zip(codes) {
+                row.fill(e8m0::TABLE[c as usize]);
+            }
+            return;
+        }
         for kb in 0..grid_k {
             for (s, &n) in swt[kb * GROUP..][..GROUP].iter_mut().zip(cols) {
                 *s = e8m0::TABLE[self.w_scale[n / BLOCK * grid_k + kb] as usize];

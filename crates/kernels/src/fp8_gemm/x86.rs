@@ -4,7 +4,7 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::BLOCK;
-use crate::gemm::x86::{bf16_pair8, bf16_pair16, hsum8, hsum16, reduce8, reduce16};
+use crate::gemm::x86::{bf16_pair8, bf16_pair16, hsum8, reduce4, reduce8, reduce16};
 use crate::gemm::{GROUP, PAIRS};
 
 /// Sign and the 7 exponent-mantissa bits of an e4m3 code placed at f32 bits 31 and 20..26.
@@ -141,33 +141,104 @@ impl RowScales<'_> {
     }
 }
 
-/// One activation row against each of `w` in turn, every weight row streamed in order (the decode GEMV path).
-#[target_feature(enable = "avx512f")]
+/// Rows at most this long are prefetched four at a time in address order, longer ones row by row.
+const SHORT_ROW: usize = 1024;
+
+/// `vpshufb` controls moving byte `P` of every 32-bit lane to the lane's top byte and zeroing the other three.
+const fn to_top(p: usize) -> [u8; 64] {
+    let mut t = [0x80u8; 64];
+    let mut i = 0;
+    while i < 16 {
+        t[4 * i + 3] = (4 * (i % 4) + p) as u8;
+        i += 1;
+    }
+    t
+}
+
+static TO_TOP: [[u8; 64]; 3] = [to_top(0), to_top(1), to_top(2)];
+
+/// The four vectors of `byte16` for 64 codes, bytes moved up by `vpshufb` (port 5) rather than shifts (port 0).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn decode64(d: __m512i, top: &[__m512i; 3]) -> [__m512; 4] {
+    let bits = _mm512_set1_epi32(E4M3_BITS);
+    let f = |x: __m512i| _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32::<4>(x), bits));
+    [
+        f(_mm512_shuffle_epi8(d, top[0])),
+        f(_mm512_shuffle_epi8(d, top[1])),
+        f(_mm512_shuffle_epi8(d, top[2])),
+        f(d),
+    ]
+}
+
+/// One block's lane vectors for four weight rows against one activation row, as `lanes16`; the activations are decoded once.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn block4(a: *const u16, w: &[*const u8; 4], top: &[__m512i; 3]) -> [__m512; 4] {
+    let mut l = [_mm512_setzero_ps(); 4];
+    for chunk in 0..2 {
+        // SAFETY: the caller guarantees a whole block (128 values, 128 bytes) behind every pointer.
+        let ([a1, a0], [a3, a2]) = unsafe { (bf16_pair16(a.add(64 * chunk)), bf16_pair16(a.add(64 * chunk + 32))) };
+        for (l, w) in l.iter_mut().zip(w) {
+            // SAFETY: as above.
+            let d = unsafe { _mm512_loadu_si512(w.add(64 * chunk) as *const __m512i) };
+            let wv = decode64(d, top);
+            *l = _mm512_fmadd_ps(a0, wv[0], *l);
+            *l = _mm512_fmadd_ps(a1, wv[1], *l);
+            *l = _mm512_fmadd_ps(a2, wv[2], *l);
+            *l = _mm512_fmadd_ps(a3, wv[3], *l);
+        }
+    }
+    l
+}
+
+/// One activation row against each of `w`, four weight rows streamed at a time (the decode GEMV path), as `lanes16` and `hsum16` per pair.
+#[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) -> [f32; PAIRS] {
     let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
-    assert!(a.len() >= blocks * BLOCK && w.len() <= PAIRS);
-    assert!(scales.sa.len() >= blocks && scales.swt.len() >= blocks * GROUP && scales.off + w.len() <= GROUP);
+    assert!(a.len() >= blocks * BLOCK && !w.is_empty() && w.len() <= PAIRS);
+    assert!(scales.sa.len() >= blocks && scales.swt.len() >= blocks * GROUP);
+    assert!(scales.off + w.len().next_multiple_of(4) <= GROUP);
     assert!(w.iter().all(|r| r.len() == k));
+    // SAFETY: each load reads one 64-byte static row.
+    let top = [0, 1, 2].map(|p| unsafe { _mm512_loadu_si512(TO_TOP[p].as_ptr() as *const __m512i) });
     let mut out = [0f32; PAIRS];
-    for (ci, r) in w.iter().enumerate() {
-        let mut acc = 0f32;
-        let (ap, wp) = (a.as_ptr(), r.as_ptr());
-        for kb in 0..full {
-            prefetch(wp.wrapping_add(kb * BLOCK + PREFETCH));
-            // SAFETY: kb < full: a whole block of activations and weights behind the pointers.
-            unsafe {
-                let lanes = lanes16::<1, 1>(&[ap.add(kb * BLOCK)], &[wp.add(kb * BLOCK)]);
-                acc = hsum16(lanes[0]).mul_add(scales.at(kb, ci), acc);
+    for g in (0..w.len()).step_by(4) {
+        let rows: [&[u8]; 4] = from_fn(|j| w[(g + j).min(w.len() - 1)]);
+        let mut acc = _mm_setzero_ps();
+        let mut pad = [[0u8; BLOCK]; 4];
+        for kb in 0..blocks {
+            let wb: [*const u8; 4] = if kb < full {
+                from_fn(|j| rows[j].as_ptr().wrapping_add(kb * BLOCK))
+            } else {
+                for (p, r) in pad.iter_mut().zip(&rows) {
+                    p[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+                }
+                from_fn(|j| pad[j].as_ptr())
+            };
+            if k <= SHORT_ROW {
+                // Short rows: the next four rows (contiguous after these) in address order, 512 bytes a block.
+                let next = rows[0].as_ptr().wrapping_add(4 * k + 4 * BLOCK * kb);
+                for line in 0..4 {
+                    prefetch(next.wrapping_add(2 * 64 * line));
+                }
+            } else {
+                for p in wb {
+                    // The same block of the next four rows.
+                    prefetch(p.wrapping_add(4 * k));
+                }
             }
+            // SAFETY: block kb of the activations exists; every weight pointer has a whole (or padded) block.
+            let inner = reduce4(unsafe { block4(a.as_ptr().add(kb * BLOCK), &wb, &top) });
+            // SAFETY: swt holds `blocks` rows of 16 scales; off + g + 4 <= 16, asserted above.
+            let sw = unsafe { _mm_loadu_ps(scales.swt.as_ptr().add(kb * GROUP + scales.off + g)) };
+            acc = _mm_fmadd_ps(inner, _mm_mul_ps(_mm_set1_ps(scales.sa[kb]), sw), acc);
         }
-        if full < blocks {
-            let mut pad = [0u8; BLOCK];
-            pad[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
-            // SAFETY: the last activation block exists; the weights are the padded copy.
-            let lanes = unsafe { lanes16::<1, 1>(&[ap.add(full * BLOCK)], &[pad.as_ptr()]) };
-            acc = hsum16(lanes[0]).mul_add(scales.at(full, ci), acc);
-        }
-        out[ci] = acc;
+        let mut four = [0f32; 4];
+        // SAFETY: four floats.
+        unsafe { _mm_storeu_ps(four.as_mut_ptr(), acc) };
+        let n = (w.len() - g).min(4);
+        out[g..g + n].copy_from_slice(&four[..n]);
     }
     out
 }

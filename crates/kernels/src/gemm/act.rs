@@ -2,7 +2,9 @@
 
 use tensorfold_formats::e4m3;
 
-use crate::cpu::quant::quant_e4m3_block;
+use crate::cpu::SimdPath;
+use crate::cpu::quant::{FP8_AMAX_FLOOR, pow2_scale, quant_e4m3_block};
+use crate::cpu::quant_simd::{Grid, round_trip_blocks};
 
 /// Values per activation scale block.
 pub const ACT_BLOCK: usize = 128;
@@ -52,23 +54,39 @@ impl Fp8Rows {
         let mut codes = [0u8; ACT_BLOCK];
         let m = layout.per_lane;
         let mut decoded = [0u16; ACT_BLOCK];
+        let mut trip = [0f32; ACT_BLOCK];
+        let simd = SimdPath::best();
         for (r, row) in x.chunks_exact(k).enumerate() {
             let dst = &mut values[r * stride..][..stride];
             for (b, block) in row.chunks(ACT_BLOCK).enumerate() {
-                scales[r * blocks + b] = quant_e4m3_block(block, &mut codes[..block.len()]) * layout.scale_factor;
                 decoded.fill(0);
-                for (d, &c) in decoded.iter_mut().zip(&codes[..block.len()]) {
-                    // Exact: an e4m3 value times a power of two is a bf16.
-                    *d = ((e4m3::TABLE[c as usize] * layout.value_factor).to_bits() >> 16) as u16;
-                }
-                let out = &mut dst[b * ACT_BLOCK..][..ACT_BLOCK];
-                for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
-                    for (l, lane) in src.chunks(m).enumerate() {
-                        for (q, &v) in lane.iter().enumerate() {
-                            // As `Layout::position`: the even element of a pair in the word's high half.
-                            out[q / 2 * 32 + 2 * l + 1 - q % 2] = v;
-                        }
+                // Magnitudes order as their bits; a finite block's largest is below the infinity's.
+                let top = block.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
+                let s = if top < f32::INFINITY.to_bits() {
+                    // The vector round trip gives e4m3(x / s) * s; dividing by the power of two s again is exact.
+                    let s = pow2_scale(f32::from_bits(top), FP8_AMAX_FLOOR, e4m3::MAX);
+                    let trip = &mut trip[..block.len()];
+                    trip.copy_from_slice(block);
+                    round_trip_blocks(trip, ACT_BLOCK, Grid::E4m3, simd);
+                    let inv = 1.0 / s;
+                    for (d, &y) in decoded.iter_mut().zip(trip.iter()) {
+                        *d = ((y * inv * layout.value_factor).to_bits() >> 16) as u16;
                     }
+                    s
+                } else {
+                    let s = quant_e4m3_block(block, &mut codes[..block.len()]);
+                    for (d, &c) in decoded.iter_mut().zip(&codes[..block.len()]) {
+                        // Exact: an e4m3 value times a power of two is a bf16.
+                        *d = ((e4m3::TABLE[c as usize] * layout.value_factor).to_bits() >> 16) as u16;
+                    }
+                    s
+                };
+                scales[r * blocks + b] = s * layout.scale_factor;
+                let out = &mut dst[b * ACT_BLOCK..][..ACT_BLOCK];
+                match m {
+                    4 => place::<4>(&decoded, out),
+                    8 => place::<8>(&decoded, out),
+                    _ => place_any(m, &decoded, out),
                 }
             }
         }
@@ -91,6 +109,30 @@ impl Fp8Rows {
     }
 }
 
+/// One block's decoded values into `Layout::position` order, for `M` values per lane.
+#[inline(always)]
+fn place<const M: usize>(decoded: &[u16; ACT_BLOCK], out: &mut [u16]) {
+    for (src, out) in decoded.chunks_exact(16 * M).zip(out.chunks_exact_mut(16 * M)) {
+        for l in 0..16 {
+            for q in 0..M {
+                // The even element of a pair in the word's high half.
+                out[q / 2 * 32 + 2 * l + 1 - q % 2] = src[M * l + q];
+            }
+        }
+    }
+}
+
+/// `place` for any even number of values per lane.
+fn place_any(m: usize, decoded: &[u16; ACT_BLOCK], out: &mut [u16]) {
+    for (src, out) in decoded.chunks(16 * m).zip(out.chunks_mut(16 * m)) {
+        for (l, lane) in src.chunks(m).enumerate() {
+            for (q, &v) in lane.iter().enumerate() {
+                out[q / 2 * 32 + 2 * l + 1 - q % 2] = v;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +151,31 @@ mod tests {
                 assert_eq!(p / (16 * per_lane), i / (16 * per_lane));
                 assert!(!seen[p]);
                 seen[p] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_with_nan_take_the_scalar_encoder() {
+        let mut x: Vec<f32> = (0..256).map(|i| (i as f32 * 0.61).cos() * 5.0).collect();
+        x[130] = f32::NAN;
+        let layout = Layout {
+            per_lane: 8,
+            value_factor: 1.0,
+            scale_factor: 1.0,
+        };
+        let rows = Fp8Rows::quantise(&x, 256, layout);
+        let mut codes = [0u8; 128];
+        for (b, block) in x.chunks(128).enumerate() {
+            let s = quant_e4m3_block(block, &mut codes);
+            assert_eq!(rows.scales[b].to_bits(), s.to_bits(), "block {b}");
+            for (i, &c) in codes.iter().enumerate() {
+                let got = rows.values[layout.position(128 * b + i)];
+                assert_eq!(
+                    got,
+                    (e4m3::TABLE[c as usize].to_bits() >> 16) as u16,
+                    "block {b} value {i}"
+                );
             }
         }
     }

@@ -2,8 +2,9 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Counts finished parts; the caller waits on it before its borrows end.
 struct Latch {
@@ -22,6 +23,14 @@ impl Latch {
     }
 
     fn wait(&self) {
+        // The other parts usually end within microseconds of this one; sleeping on the condvar costs a wake-up.
+        let start = Instant::now();
+        while start.elapsed() < SPIN {
+            if *self.left.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         while *left > 0 {
             left = self.done.wait(left).unwrap_or_else(|e| e.into_inner());
@@ -56,13 +65,29 @@ fn pool() -> &'static Pool {
     })
 }
 
+/// How long a worker polls for the next part, and the caller for the last part to end, before sleeping (yielding between polls).
+const SPIN: Duration = Duration::from_micros(50);
+
+/// The next task, polled for `SPIN` (a forward pass launches kernels back to back), then waited for; `None` once the pool is gone.
+fn next_task(rx: &Receiver<Task>) -> Option<Task> {
+    let start = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(task) => return Some(task),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if start.elapsed() < SPIN => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => return rx.recv().ok(),
+        }
+    }
+}
+
 fn worker(rx: Arc<Mutex<Receiver<Task>>>) {
     loop {
         let task = {
             let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
-            match rx.recv() {
-                Ok(task) => task,
-                Err(_) => return,
+            match next_task(&rx) {
+                Some(task) => task,
+                None => return,
             }
         };
         // SAFETY: the submitter keeps both pointees alive until the latch reaches zero.

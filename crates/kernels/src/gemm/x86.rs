@@ -32,6 +32,29 @@ pub fn reduce16(v: [__m512; 16]) -> __m512 {
     _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u0, u1), _mm512_shuffle_ps::<0xDD>(u0, u1))
 }
 
+/// Four `reduce_lanes` tree sums at once: lane i of the result is the tree sum of `v[i]`'s 16 lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub fn reduce4(v: [__m512; 4]) -> __m128 {
+    // Lanes (j, j + 8): quarters 0-1 of `w[0]` hold v[0]'s eight sums, quarters 2-3 v[1]'s.
+    let w = [0, 2].map(|i| {
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(v[i], v[i + 1]),
+            _mm512_shuffle_f32x4::<0xEE>(v[i], v[i + 1]),
+        )
+    });
+    // Lanes (j, j + 4): quarter i holds v[i]'s four sums.
+    let z = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0x88>(w[0], w[1]),
+        _mm512_shuffle_f32x4::<0xDD>(w[0], w[1]),
+    );
+    // Lanes (j, j + 2), then (0, 1), in every quarter; lane 0 of each quarter to the front.
+    let u = _mm512_add_ps(z, _mm512_permute_ps::<0x4E>(z));
+    let s = _mm512_add_ps(u, _mm512_permute_ps::<0xB1>(u));
+    let first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    _mm512_castps512_ps128(_mm512_permutexvar_ps(first, s))
+}
+
 /// Eight tree sums at once from 16-lane accumulators already folded once (`t[i]` lane j = lane j + lane j + 8).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -172,6 +195,31 @@ mod tests {
         let mut out = [0f32; 16];
         // SAFETY: out holds 16 floats.
         unsafe { _mm512_storeu_ps(out.as_mut_ptr(), reduce16(vs)) };
+        out
+    }
+
+    #[test]
+    fn reduce4_is_four_reduce_lanes() {
+        if !is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let v = values(5, 64);
+        let want: Vec<u32> = v
+            .chunks(16)
+            .map(|c| reduce_lanes(c.try_into().unwrap()).to_bits())
+            .collect();
+        // SAFETY: avx512f is present, checked above; loads stay inside `v`.
+        let got = unsafe { run4(&v) };
+        assert_eq!(got.map(f32::to_bits).to_vec(), want);
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run4(v: &[f32]) -> [f32; 4] {
+        // SAFETY: v holds 64 floats.
+        let vs: [__m512; 4] = std::array::from_fn(|i| unsafe { _mm512_loadu_ps(v.as_ptr().add(16 * i)) });
+        let mut out = [0f32; 4];
+        // SAFETY: out holds 4 floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), reduce4(vs)) };
         out
     }
 

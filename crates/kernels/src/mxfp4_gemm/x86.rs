@@ -80,7 +80,7 @@ pub(super) fn chunk_bytes(row: &[u8], c: usize) -> [u8; CHUNK_BYTES] {
     pad
 }
 
-/// One row against `cols` weight rows (`w(j)`), four streamed at a time; block kb of column j scaled by sa[kb/4] * swt[..].
+/// One row against `cols` weight rows (`w(j)`), all 16 streamed in one pass; block kb of column j scaled by sa[kb/4] * swt[..].
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn rows_avx512<'w>(
@@ -94,57 +94,77 @@ pub unsafe fn rows_avx512<'w>(
 ) -> [f32; PAIRS] {
     let (blocks, chunks, full) = (k / BLOCK, k.div_ceil(CHUNK), k / CHUNK);
     let row_bytes = k / 2;
-    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && cols <= PAIRS);
-    assert!(swt.len() >= blocks * GROUP && off + cols.next_multiple_of(4) <= GROUP);
+    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && (1..=PAIRS).contains(&cols));
+    assert!(swt.len() >= blocks * GROUP && off == 0);
+    let rows: [&[u8]; PAIRS] = from_fn(|j| w(j.min(cols - 1)));
+    assert!(rows.iter().all(|r| r.len() == row_bytes));
+    let groups = cols.div_ceil(4);
     // SAFETY: 16 floats.
     let t = unsafe { _mm512_loadu_ps(e2m1::TABLE.as_ptr()) };
-    let mut out = [0f32; PAIRS];
-    for g in (0..cols).step_by(4) {
-        let rows: [&[u8]; 4] = [0, 1, 2, 3].map(|j| w((g + j).min(cols - 1)));
-        assert!(rows.iter().all(|r| r.len() == row_bytes));
-        let mut acc = _mm_setzero_ps();
-        for (c, &sa) in sa.iter().enumerate().take(chunks) {
-            // SAFETY: chunk c lies inside the activation row.
-            let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
-            let mut lanes = [_mm512_setzero_ps(); 4];
-            for (lane, row) in lanes.iter_mut().zip(&rows) {
-                let d = if c < full {
+    // Lane j: column j.
+    let mut acc = _mm512_setzero_ps();
+    for (c, &sa) in sa.iter().enumerate().take(chunks) {
+        // SAFETY: chunk c lies inside the activation row.
+        let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
+        // Quarter b, lane i of q[g]: block 4c + b of column 4g + i.
+        let mut q = [_mm512_setzero_ps(); 4];
+        for (g, q) in q.iter_mut().enumerate().take(groups) {
+            let d: [__m512i; 4] = from_fn(|i| {
+                let row = rows[4 * g + i];
+                if c < full {
                     let p = row.as_ptr().wrapping_add(c * CHUNK_BYTES);
-                    // The same chunk of the next four rows, which follow these in memory (a prefetch never faults).
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(4 * row_bytes) as *const i8);
+                    // The next 16 rows (contiguous after these) in address order, 1 KB a chunk (a prefetch never faults).
+                    let next = rows[0]
+                        .as_ptr()
+                        .wrapping_add(PAIRS * row_bytes + PAIRS * CHUNK_BYTES * c);
+                    _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(CHUNK_BYTES * (4 * g + i)) as *const i8);
                     // SAFETY: c < full: 64 bytes of the row at p.
                     unsafe { _mm512_loadu_si512(p as *const __m512i) }
                 } else {
                     let pad = chunk_bytes(row, c);
                     // SAFETY: 64 bytes.
                     unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
-                };
-                *lane = chunk16(&av, d, t);
-            }
-            let inner = quarters4(lanes);
-            let quarter = [
-                _mm512_extractf32x4_ps::<0>(inner),
-                _mm512_extractf32x4_ps::<1>(inner),
-                _mm512_extractf32x4_ps::<2>(inner),
-                _mm512_extractf32x4_ps::<3>(inner),
-            ];
-            let s = _mm_set1_ps(sa);
-            for (b, &q) in quarter.iter().enumerate() {
-                let kb = 4 * c + b;
-                if kb < blocks {
-                    // SAFETY: swt holds `blocks` rows of 16; off + g + 4 <= 16.
-                    let sw = unsafe { _mm_loadu_ps(swt.as_ptr().add(kb * GROUP + off + g)) };
-                    acc = _mm_fmadd_ps(q, _mm_mul_ps(s, sw), acc);
+                }
+            });
+            // The four rows' FMA chains interleaved, each still in element order.
+            let mut lanes = [_mm512_setzero_ps(); 4];
+            for (qi, &a) in av.iter().enumerate() {
+                for (lane, &d) in lanes.iter_mut().zip(&d) {
+                    *lane = _mm512_fmadd_ps(a, nibble16(d, qi, t), *lane);
                 }
             }
+            *q = quarters4(lanes);
         }
-        let mut four = [0f32; 4];
-        // SAFETY: four floats.
-        unsafe { _mm_storeu_ps(four.as_mut_ptr(), acc) };
-        let n = (cols - g).min(4);
-        out[g..g + n].copy_from_slice(&four[..n]);
+        let s = _mm512_set1_ps(sa);
+        for (b, inner) in per_block(q).into_iter().enumerate() {
+            let kb = 4 * c + b;
+            if kb < blocks {
+                // SAFETY: swt holds `blocks` rows of 16.
+                let sw = unsafe { _mm512_loadu_ps(swt.as_ptr().add(kb * GROUP)) };
+                acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw), acc);
+            }
+        }
     }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: 16 floats.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
     out
+}
+
+/// Quarter-major to block-major: vector b of the result holds quarter b of `q[0]`, `q[1]`, `q[2]`, `q[3]` in turn.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn per_block(q: [__m512; 4]) -> [__m512; 4] {
+    let t0 = _mm512_shuffle_f32x4::<0x44>(q[0], q[1]);
+    let t1 = _mm512_shuffle_f32x4::<0x44>(q[2], q[3]);
+    let t2 = _mm512_shuffle_f32x4::<0xEE>(q[0], q[1]);
+    let t3 = _mm512_shuffle_f32x4::<0xEE>(q[2], q[3]);
+    [
+        _mm512_shuffle_f32x4::<0x88>(t0, t1),
+        _mm512_shuffle_f32x4::<0xDD>(t0, t1),
+        _mm512_shuffle_f32x4::<0x88>(t2, t3),
+        _mm512_shuffle_f32x4::<0xDD>(t2, t3),
+    ]
 }
 
 /// Four activation rows against four weight rows: 16 pairs (pair = row * 4 + column).
@@ -178,17 +198,7 @@ pub unsafe fn tile_avx512(a: [&[u16]; 4], w: [&[u8]; 4], k: usize, panel: &[f32]
             }
             *group = quarters4(lanes);
         }
-        let t0 = _mm512_shuffle_f32x4::<0x44>(groups[0], groups[1]);
-        let t1 = _mm512_shuffle_f32x4::<0x44>(groups[2], groups[3]);
-        let t2 = _mm512_shuffle_f32x4::<0xEE>(groups[0], groups[1]);
-        let t3 = _mm512_shuffle_f32x4::<0xEE>(groups[2], groups[3]);
-        let per_block = [
-            _mm512_shuffle_f32x4::<0x88>(t0, t1),
-            _mm512_shuffle_f32x4::<0xDD>(t0, t1),
-            _mm512_shuffle_f32x4::<0x88>(t2, t3),
-            _mm512_shuffle_f32x4::<0xDD>(t2, t3),
-        ];
-        for (b, &inner) in per_block.iter().enumerate() {
+        for (b, &inner) in per_block(groups).iter().enumerate() {
             let kb = 4 * c + b;
             if kb < blocks {
                 // SAFETY: the panel holds `blocks` vectors.
@@ -280,15 +290,26 @@ pub fn fill_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     if !is_x86_feature_detected!("avx2") {
         return 0;
     }
+    // SAFETY: avx2 is present, checked above.
+    unsafe { fill_scales_avx2(rows, swt) }
+}
+
+/// `fill_scales` with the e8m0 decode inlined.
+#[target_feature(enable = "avx2")]
+unsafe fn fill_scales_avx2(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     let blocks = rows[0].len();
+    // The next group's scale rows, which follow these in memory (a prefetch never faults).
+    let next = rows[0].as_ptr().wrapping_add(GROUP * blocks);
+    for line in (0..GROUP * blocks).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+    }
     let whole = blocks / 16 * 16;
     for kb0 in (0..whole).step_by(16) {
         // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
         let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
         for (c, col) in transpose16(x).into_iter().enumerate() {
             let dst: &mut [f32; 16] = (&mut swt[(kb0 + c) * GROUP..][..GROUP]).try_into().expect("16 scales");
-            // SAFETY: avx2 is present, checked above.
-            unsafe { decode_e8m0_x16(col, dst) };
+            decode_e8m0_x16(col, dst);
         }
     }
     whole
