@@ -11,6 +11,7 @@ mod moe;
 mod mtp;
 mod ops;
 pub mod parallel;
+mod resident;
 
 use std::ops::Range;
 use std::sync::Arc;
