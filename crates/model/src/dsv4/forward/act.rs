@@ -141,3 +141,22 @@ impl Device {
         self.put(v.to_vec())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tensorfold_kernels::cpu::CpuLaunch;
+
+    #[test]
+    fn rows_land_where_asked_and_the_rest_stays_zero() {
+        let d = Device::Cpu(CpuLaunch::serving(1));
+        let src = d.put(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]); // [3, 2]
+        let mut dst = d.zeros::<f32>(8); // [4, 2]
+        dst.copy_rows(&d, &[3, 0], &src, &[0, 2], 2);
+        assert_eq!(dst.len(), 8);
+        assert_eq!(dst.to_vec(&d), vec![5.0, 6.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0]);
+        let copy = dst.duplicate(&d);
+        assert_eq!(copy.into_vec(&d), dst.into_vec(&d));
+        assert_eq!(d.zeros::<i32>(0).len(), 0);
+    }
+}
