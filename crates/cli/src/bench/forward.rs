@@ -76,6 +76,9 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let model =
         load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
     let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
+    let t = Instant::now();
+    let resident = model.upload(&device).map_err(|e| anyhow!(e))?;
+    let upload_s = t.elapsed().as_secs_f64();
     let c = &model.config;
     let prompt: Vec<u32> = (0..args.prompt_tokens.max(1))
         .map(|i| (i * 7919 % c.vocab_size) as u32)
@@ -109,6 +112,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "device": DeviceSpec::describe(&device),
         "layers": c.num_hidden_layers,
         "prompt_tokens": prompt.len(),
+        "upload_s": upload_s,
+        "resident_gb": resident as f64 / 1e9,
         "first_prompt_s": first_prompt_s,
         "prompt_tokens_per_s": prompt.len() as f64 / prompt_s,
         "decode_ms_per_token": decode_s * 1e3,

@@ -82,6 +82,10 @@ fn open() -> Result<Gpu, String> {
         ));
     }
     let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+    // SAFETY: every buffer and launch of the process goes through this one stream, so no buffer needs events to order streams.
+    unsafe { ctx.disable_event_tracking() };
+    // A device without memory pools allocates synchronously: slower, the same results.
+    keep_freed_memory(&ctx).ok();
     let stream = ctx.default_stream();
     Ok(Gpu {
         ctx,
@@ -91,6 +95,23 @@ fn open() -> Result<Gpu, String> {
         ordinal,
         modules: Mutex::new(HashMap::new()),
     })
+}
+
+/// Keeps memory that passes free in the device's pool, so a pass after a synchronisation allocates without mapping pages again.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<(), String> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread().map_err(driver_err("context"))?;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` receives the handle of the context's device's default pool.
+    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }
+        .result()
+        .map_err(driver_err("memory pool"))?;
+    let mut threshold = u64::MAX;
+    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    // SAFETY: the release threshold attribute takes a pointer to a u64 that lives across the call.
+    unsafe { sys::cuMemPoolSetAttribute(pool, attr, (&mut threshold as *mut u64).cast()) }
+        .result()
+        .map_err(driver_err("memory pool"))
 }
 
 /// A device value that fills guard bands: a finite pattern a kernel is unlikely to write.

@@ -93,3 +93,70 @@ extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, c
         }
     }
 }
+
+// Decode rows (m <= 16): one warp per output column of every group; lane l takes the 32-wide chunks l, l + 32, ...,
+// each the same FMA chain as the tiles, and the chunks are added in order through shuffles, so the bits match.
+extern "C" __global__ void __launch_bounds__(256) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
+                                                                   int n, int k, int groups, int y_stride, int fp4) {
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    int chunks = (k + TK - 1) / TK, grid_cols = (k + 127) / 128;
+    int total = n * groups;
+    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < total; col += gridDim.x * warps) {
+        int g = col / n;
+        for (int r = 0; r < m; ++r) {
+            bool skip = false;
+#ifdef TF_FAULT_skip_last_row
+            skip = r == m - 1;
+#endif
+            const float* xr = x + ((size_t)r * groups + g) * k;
+            float acc = 0.0f;
+            for (int c0 = 0; c0 < chunks; c0 += 32) {
+                int c = c0 + lane;
+                float part = 0.0f;
+                if (c < chunks) {
+                    int k0 = c * TK, kn = min(TK, k - k0);
+                    float s;
+                    if (fp4) {
+                        s = tf_e8m0_to_f32(scales[(size_t)col * (k / 32) + k0 / 32]);
+#ifdef TF_FAULT_lost_scale
+                        if (k0 / 32 == k / 32 - 1) s = 1.0f;
+#endif
+                    } else {
+                        s = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + k0 / 128]);
+#ifdef TF_FAULT_lost_scale
+                        if (k0 / 128 == grid_cols - 1) s = 1.0f;
+#endif
+                    }
+                    if (fp4) {
+                        const u8* wr = w + ((size_t)col * k + k0) / 2;
+                        for (int kk = 0; kk < kn; ++kk) {
+                            u8 b = wr[kk / 2];
+                            float wv = tf_e2m1_to_f32((kk & 1) ? (u32)(b >> 4) : (u32)(b & 15u)) * s;
+                            part = fmaf(xr[k0 + kk], wv, part);
+                        }
+                    } else {
+                        const u8* wr = w + (size_t)col * k + k0;
+                        const float* xc = xr + k0;
+                        if (kn == TK && (((size_t)wr | (size_t)xc) & 15) == 0) {
+                            uint4 lo = __ldg((const uint4*)wr), hi = __ldg((const uint4*)wr + 1);
+                            u32 ww[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                            for (int q = 0; q < 8; ++q) {
+                                float4 xq = __ldg((const float4*)xc + q);
+                                part = fmaf(xq.x, tf_e4m3_to_f32((u8)(ww[q] & 255u)) * s, part);
+                                part = fmaf(xq.y, tf_e4m3_to_f32((u8)((ww[q] >> 8) & 255u)) * s, part);
+                                part = fmaf(xq.z, tf_e4m3_to_f32((u8)((ww[q] >> 16) & 255u)) * s, part);
+                                part = fmaf(xq.w, tf_e4m3_to_f32((u8)(ww[q] >> 24)) * s, part);
+                            }
+                        } else {
+                            for (int kk = 0; kk < kn; ++kk) part = fmaf(xc[kk], tf_e4m3_to_f32(wr[kk]) * s, part);
+                        }
+                    }
+                }
+                int last = min(32, chunks - c0);
+                for (int j = 0; j < last; ++j) acc += __shfl_sync(0xffffffffu, part, j);
+            }
+            if (lane == 0 && !skip) y[(size_t)r * y_stride + col] = acc;
+        }
+    }
+}

@@ -49,6 +49,8 @@ impl Kernel for DequantGemm {
             (3, 256, 512, 2, 0),
             (7, 33, 64, 1, 1),
             (4, 256, 1024, 1, 1),
+            (20, 64, 512, 2, 0),
+            (18, 33, 64, 1, 1),
         ] {
             cases.push(Case::new(rows, &[("n", n), ("k", k), ("groups", groups), ("fp4", fp4)]));
         }

@@ -3,6 +3,7 @@
 use tensorfold_kernels::index_scores::IndexShape;
 use tensorfold_kernels::sparse_attn::AttnShape;
 
+use super::act::Act;
 use super::compressor;
 use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
@@ -10,32 +11,27 @@ use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Attention, Indexer};
 
 /// Runs layer `layer_idx`'s attention on normed rows `x` `[rows, D]`, returning `[rows, D]`.
-pub(crate) fn attention(
-    pass: &Pass<'_>,
-    layer_idx: usize,
-    w: &Attention,
-    x: &[f32],
-    cache: &mut Dsv4Cache,
-) -> Vec<f32> {
+pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Act, cache: &mut Dsv4Cache) -> Act {
     let m = pass.model;
     let c = &m.config;
+    let dev = &pass.device;
     let (rows, h, hd, rope_dim) = (pass.rows(), c.num_attention_heads, c.head_dim, c.qk_rope_head_dim);
     let ratio = c.compress_ratio(layer_idx);
     let freqs = m.rope_for(ratio);
 
     let qa = linear::fp8(pass, x, &w.wq_a); // [rows, q_lora]
-    let mut qr = vec![0f32; qa.len()];
-    ops::rms_norm(&pass.device, &qa, &w.q_norm, pass.eps(), &mut qr);
+    let mut qr = dev.zeros(qa.len());
+    ops::rms_norm(dev, &qa, &w.q_norm, pass.eps(), &mut qr);
     let mut q = linear::fp8(pass, &qr, &w.wq_b); // [rows, H * hd]
-    ops::head_rms_norm(&pass.device, &mut q, hd, pass.eps());
-    ops::rope(&pass.device, &mut q, &pass.positions, hd, freqs, false);
+    ops::head_rms_norm(dev, &mut q, hd, pass.eps());
+    ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
 
     let kv_raw = linear::fp8(pass, x, &w.wkv); // [rows, hd]
-    let mut kv = vec![0f32; kv_raw.len()];
-    ops::rms_norm(&pass.device, &kv_raw, &w.kv_norm, pass.eps(), &mut kv);
-    ops::rope(&pass.device, &mut kv, &pass.positions, hd, freqs, false);
+    let mut kv = dev.zeros(kv_raw.len());
+    ops::rms_norm(dev, &kv_raw, &w.kv_norm, pass.eps(), &mut kv);
+    ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
     if m.semantics.kv_fp8_round_trip {
-        ops::act_quant(&pass.device, &mut kv, hd, hd - rope_dim, 64);
+        ops::act_quant(dev, &mut kv, hd, hd - rope_dim, 64);
     }
 
     if let Some(comp) = &w.compressor {
@@ -46,21 +42,24 @@ pub(crate) fn attention(
         indexer_topk(pass, layer_idx, idx, x, &qr, cache)
     });
 
+    // The cache on the host keeps the window rows; the kernel reads this round's rows in one table.
+    let kv = kv.into_vec(dev);
     let (table, lists) = gather(pass, layer_idx, &kv, selected.as_deref(), cache);
-    let mut o = vec![0f32; rows * h * hd];
     let shape = AttnShape {
         num_heads: h,
         head_dim: hd,
         softmax_scale: (1.0 / (hd as f64).sqrt()) as f32,
         bf16_probs: m.semantics.attn_bf16_probs,
     };
-    match &pass.ranks {
-        Some(ranks) => o = ranks.attend(pass, &q, &lists, &table, &w.attn_sink, freqs, shape),
+    let o = match &pass.ranks {
+        Some(ranks) => dev.put(ranks.attend(pass, &q.to_vec(dev), &lists, &table, &w.attn_sink, freqs, shape)),
         None => {
-            ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
-            ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);
+            let mut o = dev.zeros(rows * h * hd);
+            ops::sparse_attn(dev, &q, &lists, &dev.put(table), &w.attn_sink, shape, &mut o);
+            ops::rope(dev, &mut o, &pass.pos, hd, freqs, true);
+            o
         }
-    }
+    };
 
     cache.put_window_rows(&m.layout, layer_idx, &pass.groups, &kv, hd);
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
@@ -68,32 +67,20 @@ pub(crate) fn attention(
 }
 
 /// The indexer's top-k compressed entries per row (logical entry indices, ascending, -1 padded).
-fn indexer_topk(
-    pass: &Pass<'_>,
-    layer_idx: usize,
-    w: &Indexer,
-    x: &[f32],
-    qr: &[f32],
-    cache: &mut Dsv4Cache,
-) -> Vec<i32> {
+fn indexer_topk(pass: &Pass<'_>, layer_idx: usize, w: &Indexer, x: &Act, qr: &Act, cache: &mut Dsv4Cache) -> Vec<i32> {
     let c = &pass.model.config;
+    let dev = &pass.device;
     let (rows, ih, ihd) = (pass.rows(), c.index_n_heads, c.index_head_dim);
     let mut iq = linear::fp8(pass, qr, &w.wq_b); // [rows, ih * ihd]
-    ops::rope(
-        &pass.device,
-        &mut iq,
-        &pass.positions,
-        ihd,
-        pass.model.rope_for(4),
-        false,
-    );
+    ops::rope(dev, &mut iq, &pass.pos, ihd, pass.model.rope_for(4), false);
     if pass.model.semantics.indexer_fp4_round_trip {
-        ops::hadamard(&pass.device, &mut iq, ihd);
-        ops::fp4_round_trip(&pass.device, &mut iq, ihd);
+        ops::hadamard(dev, &mut iq, ihd);
+        ops::fp4_round_trip(dev, &mut iq, ihd);
     }
-    let mut iw = linear::bf16(pass, x, &w.weights_proj); // [rows, ih]
+    let mut iw = linear::bf16(pass, x, &w.weights_proj).into_vec(dev); // [rows, ih]
     let scale = (1.0 / ((ihd * ih) as f64).sqrt()) as f32;
     iw.iter_mut().for_each(|v| *v *= scale);
+    let iw = dev.put(iw);
     let section = pass.model.layout.section(layer_idx, EntryKind::Index);
     // The kernel reads one contiguous key table, so each round gathers the keys from the sequences' blocks.
     let mut keys = Vec::new();
@@ -115,26 +102,19 @@ fn indexer_topk(
         }
     }
     let top_k = c.index_topk;
-    let mut out = vec![-1i32; rows * top_k];
     let cols = visible.iter().copied().max().unwrap_or(0) as usize;
     if cols == 0 {
-        return out;
+        return vec![-1i32; rows * top_k];
     }
-    let mut scores = vec![0f32; rows * cols];
-    ops::index_scores(
-        &pass.device,
-        &iq,
-        &iw,
-        &key_range,
-        &keys,
-        IndexShape {
-            num_heads: ih,
-            head_dim: ihd,
-        },
-        &mut scores,
-    );
-    ops::index_topk(&pass.device, &scores, &visible, top_k, &mut out);
-    out
+    let mut scores = dev.zeros(rows * cols);
+    let shape = IndexShape {
+        num_heads: ih,
+        head_dim: ihd,
+    };
+    ops::index_scores(dev, &iq, &iw, &key_range, &dev.put(keys), shape, &mut scores);
+    let mut out = dev.put(vec![-1i32; rows * top_k]);
+    ops::index_topk(dev, &scores, &visible, top_k, &mut out);
+    out.into_vec(dev)
 }
 
 /// The KV table (window then compressed entries of every sequence) and each row's entry list, -1 padded.

@@ -2,6 +2,7 @@
 
 use tensorfold_kernels::compress::CompressShape;
 
+use super::act::Act;
 use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::{CompressorState, Dsv4Cache};
@@ -24,14 +25,8 @@ fn state<'c>(
 }
 
 /// Appends the rows' projections to every sequence's state of `kind` and computes the entries they finish.
-pub(crate) fn step(
-    pass: &Pass<'_>,
-    layer_idx: usize,
-    w: &Compressor,
-    x: &[f32],
-    cache: &mut Dsv4Cache,
-    kind: EntryKind,
-) {
+pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, cache: &mut Dsv4Cache, kind: EntryKind) {
+    let dev = &pass.device;
     let (ratio, hd) = (w.ratio, w.head_dim);
     let shape = CompressShape {
         ratio,
@@ -39,8 +34,9 @@ pub(crate) fn step(
         overlap: ratio == 4,
     };
     let width = shape.width();
-    let kv = linear::bf16(pass, x, &w.wkv);
-    let gate = linear::bf16(pass, x, &w.wgate);
+    // The compressor state on the host keeps every row not yet finished into an entry.
+    let kv = linear::bf16(pass, x, &w.wkv).into_vec(dev);
+    let gate = linear::bf16(pass, x, &w.wgate).into_vec(dev);
     let (mut table_kv, mut table_gate, mut token_idx, mut positions) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut new_per_group = Vec::new();
     for (g, group) in pass.groups.iter().enumerate() {
@@ -69,37 +65,25 @@ pub(crate) fn step(
     }
     let num_new = positions.len();
     if num_new > 0 {
-        let mut pooled = vec![0f32; num_new * hd];
-        ops::compress(
-            &pass.device,
-            &table_kv,
-            &table_gate,
-            &w.ape,
-            &token_idx,
-            shape,
-            &mut pooled,
-        );
-        let mut entries = vec![0f32; num_new * hd];
-        ops::rms_norm(&pass.device, &pooled, &w.norm, pass.eps(), &mut entries);
+        let mut pooled = dev.zeros(num_new * hd);
+        let (table_kv, table_gate) = (dev.put(table_kv), dev.put(table_gate));
+        ops::compress(dev, &table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled);
+        let mut entries = dev.zeros(num_new * hd);
+        ops::rms_norm(dev, &pooled, &w.norm, pass.eps(), &mut entries);
         let rope_dim = pass.model.config.qk_rope_head_dim;
-        ops::rope(
-            &pass.device,
-            &mut entries,
-            &positions,
-            hd,
-            pass.model.rope_for(ratio),
-            false,
-        );
+        let freqs = pass.model.rope_for(ratio);
+        ops::rope(dev, &mut entries, &dev.put(positions), hd, freqs, false);
         let sem = pass.model.semantics;
         // KV entries: the FP8 round trip on the non-RoPE dims; indexer keys: the Hadamard rotation and the FP4 round trip.
         match kind {
-            EntryKind::Kv if sem.kv_fp8_round_trip => ops::act_quant(&pass.device, &mut entries, hd, hd - rope_dim, 64),
+            EntryKind::Kv if sem.kv_fp8_round_trip => ops::act_quant(dev, &mut entries, hd, hd - rope_dim, 64),
             EntryKind::Index if sem.indexer_fp4_round_trip => {
-                ops::hadamard(&pass.device, &mut entries, hd);
-                ops::fp4_round_trip(&pass.device, &mut entries, hd);
+                ops::hadamard(dev, &mut entries, hd);
+                ops::fp4_round_trip(dev, &mut entries, hd);
             }
             _ => {}
         }
+        let entries = entries.into_vec(dev);
         let (section, floats) = (pass.model.layout.section(layer_idx, kind), pass.model.layout.floats);
         let mut offset = 0;
         for (g, &n) in new_per_group.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! Where a forward pass runs: the CPU, or the GPU with the model's weights resident there and activations passed per launch.
+//! Where a forward pass runs: the CPU, or the GPU with the model's weights resident there and its activations kept there for the pass.
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! The DeepSeek V4 forward pass built from registered kernels: embedding, mHC blocks, final head.
 
+mod act;
 mod attention;
 mod block;
 pub mod collective;
@@ -10,12 +11,14 @@ mod moe;
 mod mtp;
 mod ops;
 pub mod parallel;
+mod resident;
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
+use self::act::Act;
 use self::device::Device;
 use self::parallel::RankGroup;
 use super::batch::{Batch, SeqRows};
@@ -41,24 +44,47 @@ pub struct Dsv4Model {
 pub(crate) struct Pass<'a> {
     pub device: Device,
     pub positions: Vec<i32>,
-    pub token_ids: Vec<i32>,
     pub groups: Vec<SeqRows>,
     pub model: &'a Dsv4Model,
     /// The ranks that share the attention heads and routed experts; `None` on one rank.
     pub ranks: Option<Arc<RankGroup>>,
+    /// `positions` and `token_ids` on the device, placed there once per pass.
+    pub pos: Act<i32>,
+    pub ids: Act<i32>,
 }
 
-impl Pass<'_> {
-    /// A copy without the row groups (for passes over a subset of rows that touch no sequence state).
-    fn clone_shallow(&self) -> Self {
+impl<'a> Pass<'a> {
+    /// A pass over rows at `positions` with `token_ids`, both placed on `device`.
+    pub fn new(
+        device: Device,
+        positions: Vec<i32>,
+        token_ids: Vec<i32>,
+        groups: Vec<SeqRows>,
+        model: &'a Dsv4Model,
+        ranks: Option<Arc<RankGroup>>,
+    ) -> Pass<'a> {
+        let (pos, ids) = (device.put_slice(&positions), device.put(token_ids));
         Pass {
-            device: self.device.clone(),
-            positions: self.positions.clone(),
-            token_ids: Vec::new(),
-            groups: Vec::new(),
-            model: self.model,
-            ranks: self.ranks.clone(),
+            device,
+            positions,
+            groups,
+            model,
+            ranks,
+            pos,
+            ids,
         }
+    }
+
+    /// A pass over rows at `positions` without row groups or tokens (for rows that touch no sequence state).
+    fn shallow(&self, positions: Vec<i32>) -> Pass<'a> {
+        Pass::new(
+            self.device.clone(),
+            positions,
+            Vec::new(),
+            Vec::new(),
+            self.model,
+            self.ranks.clone(),
+        )
     }
 
     pub fn rows(&self) -> usize {
@@ -149,14 +175,14 @@ impl Dsv4Model {
         if let Some(&t) = batch.token_ids.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(format!("token id {t} is outside the vocabulary of {}", c.vocab_size));
         }
-        Ok(Pass {
+        Ok(Pass::new(
             device,
-            positions: batch.positions.iter().map(|&p| p as i32).collect(),
-            token_ids: batch.token_ids.iter().map(|&t| t as i32).collect(),
+            batch.positions.iter().map(|&p| p as i32).collect(),
+            batch.token_ids.iter().map(|&t| t as i32).collect(),
             groups,
-            model: self,
-            ranks: None,
-        })
+            self,
+            None,
+        ))
     }
 
     /// Runs `batch` through the model, reading and advancing each sequence's state in `cache`; logits for every row.
@@ -192,21 +218,25 @@ impl Dsv4Model {
         let mut pass = self.pass(batch, cache, device.into(), 0..c.num_hidden_layers, |seq| seq.len)?;
         pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
-        let mut emb = vec![0f32; rows * d];
-        ops::embedding(&pass.device, &self.weights.embed.bytes, d, &pass.token_ids, &mut emb);
-        let mut x: Vec<f32> = emb.chunks(d).flat_map(|row| row.repeat(hc)).collect(); // [rows, hc, D]
+        let dev = &pass.device;
+        let mut emb = dev.zeros(rows * d);
+        ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
+        let mut x = dev.zeros(rows * hc * d); // [rows, hc, D]: each row's embedding in every stream
+        let streams: Vec<usize> = (0..rows * hc).collect();
+        let from: Vec<usize> = streams.iter().map(|&s| s / hc).collect();
+        x.copy_rows(dev, &streams, &emb, &from, d);
         let mut out = Output::default();
         for (layer_idx, w) in self.weights.layers.iter().enumerate() {
             x = block::block(&pass, layer_idx, w, &x, cache);
             if keep_layers {
-                out.layer_streams.push(x.clone());
+                out.layer_streams.push(x.to_vec(dev));
             }
         }
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
         out.logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts)?;
-        out.last_streams = x;
+        out.last_streams = x.into_vec(dev);
         Ok(out)
     }
 
@@ -214,34 +244,29 @@ impl Dsv4Model {
     pub(crate) fn logits(
         &self,
         pass: &Pass<'_>,
-        x: &[f32],
+        x: &Act,
         hc: &super::weights::Hc,
         norm: &[f32],
         opts: &ForwardOptions,
     ) -> Result<Vec<f32>, String> {
         let Some(rows) = &opts.logit_rows else {
-            return Ok(self.head(pass, x, hc, norm));
+            return Ok(self.head(pass, x, hc, norm).into_vec(&pass.device));
         };
         let n = self.config.hc_mult * self.config.hidden_size;
         if let Some(&r) = rows.iter().find(|&&r| r >= pass.rows()) {
             return Err(format!("logit row {r} is outside the batch of {} rows", pass.rows()));
         }
-        let picked: Vec<f32> = rows
-            .iter()
-            .flat_map(|&r| x[r * n..(r + 1) * n].iter().copied())
-            .collect();
-        let sub = Pass {
-            positions: rows.iter().map(|&r| pass.positions[r]).collect(),
-            ..pass.clone_shallow()
-        };
-        Ok(self.head(&sub, &picked, hc, norm))
+        let mut picked = pass.device.zeros(rows.len() * n);
+        picked.copy_rows(&pass.device, &(0..rows.len()).collect::<Vec<_>>(), x, rows, n);
+        let sub = pass.shallow(rows.iter().map(|&r| pass.positions[r]).collect());
+        Ok(self.head(&sub, &picked, hc, norm).into_vec(&pass.device))
     }
 
     /// hc_head, the final norm and the vocabulary head: `[rows, hc, D]` streams to `[rows, vocab]` logits.
-    pub(crate) fn head(&self, pass: &Pass<'_>, x: &[f32], hc: &super::weights::Hc, norm: &[f32]) -> Vec<f32> {
+    pub(crate) fn head(&self, pass: &Pass<'_>, x: &Act, hc: &super::weights::Hc, norm: &[f32]) -> Act {
         let c = &self.config;
         let (rows, d) = (pass.rows(), c.hidden_size);
-        let mut y = vec![0f32; rows * d];
+        let mut y = pass.device.zeros(rows * d);
         let (eps, hc_eps) = (pass.eps(), c.hc_eps as f32);
         ops::hc_head(
             &pass.device,
@@ -255,7 +280,7 @@ impl Dsv4Model {
             hc_eps,
             &mut y,
         );
-        let mut yn = vec![0f32; rows * d];
+        let mut yn = pass.device.zeros(rows * d);
         ops::rms_norm(&pass.device, &y, norm, eps, &mut yn);
         linear::bf16(pass, &yn, &self.weights.head)
     }

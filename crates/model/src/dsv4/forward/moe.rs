@@ -1,42 +1,38 @@
 //! The mixture of experts: router (biased or hash), routed MXFP4 experts grouped by expert, shared expert, join.
 
+use super::act::Act;
 use super::{Pass, linear, ops};
 use crate::dsv4::weights::{Expert, Moe, Routing};
 
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
-pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
+pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     let c = &pass.model.config;
+    let dev = &pass.device;
     let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
     let limit = c.swiglu_limit as f32;
     let scale = c.routed_scaling_factor as f32;
     let logits = linear::bf16(pass, x, &w.gate);
-    let (mut idx, mut weights) = (vec![0i32; rows * k], vec![0f32; rows * k]);
+    let (mut idx, mut weights) = (dev.zeros::<i32>(rows * k), dev.zeros(rows * k));
+    let out = ops::Routed {
+        idx: &mut idx,
+        weights: &mut weights,
+    };
     match &w.routing {
-        Routing::Bias(bias) => ops::router(&pass.device, &logits, bias, k, scale, &mut idx, &mut weights),
-        Routing::Hash(table) => ops::hash_router(
-            &pass.device,
-            &logits,
-            &pass.token_ids,
-            table,
-            c.n_routed_experts,
-            k,
-            scale,
-            &mut idx,
-            &mut weights,
-        ),
+        Routing::Bias(bias) => ops::router(dev, &logits, bias, k, scale, out),
+        Routing::Hash(table) => ops::hash_router(dev, &logits, &pass.ids, table, c.n_routed_experts, k, scale, out),
     }
+    // The host picks each expert's weights, so the choices come back.
+    let (idx, weights) = (idx.into_vec(dev), weights.into_vec(dev));
     let routed = match &pass.ranks {
-        Some(ranks) => ranks.experts(pass, w, x, &idx, &weights),
+        Some(ranks) => dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights)),
         None => {
-            let mut routed = vec![0f32; rows * k * d];
+            let mut routed = dev.zeros(rows * k * d);
             for (e, expert) in w.experts.iter().enumerate() {
                 let Some(y) = expert_rows(pass, expert, e, x, &idx, &weights, k) else {
                     continue;
                 };
-                let slots = (0..rows * k).filter(|&s| idx[s] as usize == e);
-                for (i, s) in slots.enumerate() {
-                    routed[s * d..(s + 1) * d].copy_from_slice(&y[i * d..(i + 1) * d]);
-                }
+                let slots: Vec<usize> = (0..rows * k).filter(|&s| idx[s] as usize == e).collect();
+                routed.copy_rows(dev, &slots, &y, &(0..slots.len()).collect::<Vec<_>>(), d);
             }
             routed
         }
@@ -45,14 +41,14 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
         Some(sh) => {
             let g = linear::fp8(pass, x, &sh.w1);
             let u = linear::fp8(pass, x, &sh.w3);
-            let mut h = vec![0f32; g.len()];
-            ops::swiglu(&pass.device, &g, &u, &vec![1.0; rows], limit, &mut h);
+            let mut h = dev.zeros(g.len());
+            ops::swiglu(dev, &g, &u, &dev.put(vec![1.0; rows]), limit, &mut h);
             linear::fp8(pass, &h, &sh.w2)
         }
-        None => vec![0f32; rows * d],
+        None => dev.zeros(rows * d),
     };
-    let mut out = vec![0f32; rows * d];
-    ops::moe_join(&pass.device, &routed, &shared, k, d, &mut out);
+    let mut out = dev.zeros(rows * d);
+    ops::moe_join(dev, &routed, &shared, k, d, &mut out);
     out
 }
 
@@ -61,25 +57,25 @@ pub(crate) fn expert_rows(
     pass: &Pass<'_>,
     expert: &Expert,
     e: usize,
-    x: &[f32],
+    x: &Act,
     idx: &[i32],
     weights: &[f32],
     k: usize,
-) -> Option<Vec<f32>> {
+) -> Option<Act> {
     let c = &pass.model.config;
+    let dev = &pass.device;
     let d = c.hidden_size;
     let slots: Vec<usize> = (0..idx.len()).filter(|&s| idx[s] as usize == e).collect();
     if slots.is_empty() {
         return None;
     }
-    let xe: Vec<f32> = slots
-        .iter()
-        .flat_map(|&s| x[s / k * d..(s / k + 1) * d].iter().copied())
-        .collect();
-    let route: Vec<f32> = slots.iter().map(|&s| weights[s]).collect();
+    let mut xe = dev.zeros(slots.len() * d);
+    let from: Vec<usize> = slots.iter().map(|&s| s / k).collect();
+    xe.copy_rows(dev, &(0..slots.len()).collect::<Vec<_>>(), x, &from, d);
+    let route = dev.put(slots.iter().map(|&s| weights[s]).collect());
     let g = linear::mxfp4(pass, &xe, &expert.w1);
     let u = linear::mxfp4(pass, &xe, &expert.w3);
-    let mut h = vec![0f32; g.len()];
-    ops::swiglu(&pass.device, &g, &u, &route, c.swiglu_limit as f32, &mut h);
+    let mut h = dev.zeros(g.len());
+    ops::swiglu(dev, &g, &u, &route, c.swiglu_limit as f32, &mut h);
     Some(linear::mxfp4(pass, &h, &expert.w2))
 }

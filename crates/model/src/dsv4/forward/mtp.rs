@@ -50,20 +50,21 @@ impl Dsv4Model {
             ));
         }
         let eps = pass.eps();
-        let mut emb = vec![0f32; rows * d];
-        ops::embedding(&pass.device, &self.weights.embed.bytes, d, &pass.token_ids, &mut emb);
-        let mut e = vec![0f32; rows * d];
-        ops::rms_norm(&pass.device, &emb, &w.enorm, eps, &mut e);
-        let mut h = vec![0f32; streams.len()];
-        ops::rms_norm(&pass.device, streams, &w.hnorm, eps, &mut h);
-        let pe = linear::fp8(&pass, &e, &w.e_proj); // [rows, D]
-        let ph = linear::fp8(&pass, &h, &w.h_proj); // [rows * hc, D]
+        let dev = &pass.device;
+        let mut emb = dev.zeros(rows * d);
+        ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
+        let mut e = dev.zeros(rows * d);
+        ops::rms_norm(dev, &emb, &w.enorm, eps, &mut e);
+        let mut h = dev.zeros(streams.len());
+        ops::rms_norm(dev, &dev.put_slice(streams), &w.hnorm, eps, &mut h);
+        let pe = linear::fp8(&pass, &e, &w.e_proj).into_vec(dev); // [rows, D]
+        let ph = linear::fp8(&pass, &h, &w.h_proj).into_vec(dev); // [rows * hc, D]
         let x: Vec<f32> = ph
             .iter()
             .enumerate()
             .map(|(i, &v)| v + pe[(i / (hc * d)) * d + i % d])
             .collect();
-        let x = block::block(&pass, layer_idx, &w.block, &x, cache);
+        let x = block::block(&pass, layer_idx, &w.block, &dev.put(x), cache);
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
@@ -71,7 +72,7 @@ impl Dsv4Model {
         Ok(Output {
             logits,
             layer_streams: Vec::new(),
-            last_streams: x,
+            last_streams: x.into_vec(&pass.device),
         })
     }
 }

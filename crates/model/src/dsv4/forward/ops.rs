@@ -12,6 +12,7 @@ use tensorfold_kernels::{
     mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa, swiglu as sw,
 };
 
+use super::act::Act;
 use super::device::{Device, ok, record};
 
 const F: Faults = Faults::NONE;
@@ -26,95 +27,124 @@ macro_rules! res {
     };
 }
 
-pub(crate) fn embedding(d: &Device, table: &[u8], dim: usize, ids: &[i32], out: &mut [f32]) {
+pub(crate) fn embedding(d: &Device, table: &[u8], dim: usize, ids: &Act<i32>, out: &mut Act) {
     match d {
-        Device::Cpu(l) => em::embedding(table, dim, ids, out, l, F),
+        Device::Cpu(l) => em::embedding(table, dim, ids.host(), out.host_mut(), l, F),
         Device::Cuda(c) => {
             let t = res!(c, table);
+            let k = record(&em::cuda::KERNEL);
             ok(
                 "embedding",
-                em::cuda::embedding_cuda(record(&em::cuda::KERNEL), &*t, dim, ids, out, F),
+                em::cuda::embedding_cuda(k, &*t, dim, ids.input(), out.output(), F),
             );
         }
     }
 }
 
-pub(crate) fn hc_mix(d: &Device, x: &[f32], hc_fn: &[f32], hc_dim: usize, eps: f32, out: &mut [f32]) {
+pub(crate) fn hc_mix(d: &Device, x: &Act, hc_fn: &[f32], hc_dim: usize, eps: f32, out: &mut Act) {
     match d {
-        Device::Cpu(l) => hm::hc_mix(x, hc_fn, hc_dim, eps, out, l, F),
+        Device::Cpu(l) => hm::hc_mix(x.host(), hc_fn, hc_dim, eps, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let w = res!(c, hc_fn);
+            let k = record(&hm::cuda::KERNEL);
             ok(
                 "hc_mix",
-                hm::cuda::hc_mix_cuda(record(&hm::cuda::KERNEL), x, &*w, hc_dim, eps, out, F),
+                hm::cuda::hc_mix_cuda(k, x.input(), &*w, hc_dim, eps, out.output(), F),
             );
         }
     }
+}
+
+/// The three outputs of `hc_split_sinkhorn`.
+pub(crate) struct Split<'o> {
+    pub pre: &'o mut Act,
+    pub post: &'o mut Act,
+    pub comb: &'o mut Act,
 }
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn hc_split_sinkhorn(
     d: &Device,
-    mix: &[f32],
+    mix: &Act,
     scale: &[f32],
     base: &[f32],
     hc: usize,
     iters: usize,
     eps: f32,
-    pre: &mut [f32],
-    post: &mut [f32],
-    comb: &mut [f32],
+    out: Split<'_>,
 ) {
     match d {
-        Device::Cpu(l) => hs::hc_split_sinkhorn(mix, scale, base, hc, iters, eps, pre, post, comb, l, F),
+        Device::Cpu(l) => hs::hc_split_sinkhorn(
+            mix.host(),
+            scale,
+            base,
+            hc,
+            iters,
+            eps,
+            out.pre.host_mut(),
+            out.post.host_mut(),
+            out.comb.host_mut(),
+            l,
+            F,
+        ),
         Device::Cuda(c) => {
             let (s, b) = (res!(c, scale), res!(c, base));
             let k = record(&hs::cuda::KERNEL);
-            let r = hs::cuda::hc_split_sinkhorn_cuda(k, mix, &*s, &*b, hc, iters, eps, pre, post, comb, F);
+            let (pre, post, comb) = (out.pre.output(), out.post.output(), out.comb.output());
+            let r = hs::cuda::hc_split_sinkhorn_cuda(k, mix.input(), &*s, &*b, hc, iters, eps, pre, post, comb, F);
             ok("hc_split_sinkhorn", r);
         }
     }
 }
 
-pub(crate) fn hc_pre(d: &Device, x: &[f32], pre: &[f32], hc: usize, dim: usize, out: &mut [f32]) {
+pub(crate) fn hc_pre(d: &Device, x: &Act, pre: &Act, hc: usize, dim: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => hpr::hc_pre(x, pre, hc, dim, out, l, F),
-        Device::Cuda(_) => ok(
-            "hc_pre",
-            hpr::cuda::hc_pre_cuda(record(&hpr::cuda::KERNEL), x, pre, hc, dim, out, F),
-        ),
+        Device::Cpu(l) => hpr::hc_pre(x.host(), pre.host(), hc, dim, out.host_mut(), l, F),
+        Device::Cuda(_) => {
+            let k = record(&hpr::cuda::KERNEL);
+            ok(
+                "hc_pre",
+                hpr::cuda::hc_pre_cuda(k, x.input(), pre.input(), hc, dim, out.output(), F),
+            );
+        }
     }
 }
 
-pub(crate) fn rms_norm(d: &Device, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn rms_norm(d: &Device, x: &Act, weight: &[f32], eps: f32, out: &mut Act) {
     match d {
-        Device::Cpu(l) => rn::rms_norm(x, weight, eps, out, l, F),
+        Device::Cpu(l) => rn::rms_norm(x.host(), weight, eps, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let w = res!(c, weight);
+            let k = record(&rn::cuda::KERNEL);
             ok(
                 "rms_norm",
-                rn::cuda::rms_norm_cuda(record(&rn::cuda::KERNEL), x, &*w, eps, out, F),
+                rn::cuda::rms_norm_cuda(k, x.input(), &*w, eps, out.output(), F),
             );
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn hc_post(
-    d: &Device,
-    f: &[f32],
-    x: &[f32],
-    post: &[f32],
-    comb: &[f32],
-    hc: usize,
-    dim: usize,
-    out: &mut [f32],
-) {
+pub(crate) fn hc_post(d: &Device, f: &Act, x: &Act, post: &Act, comb: &Act, hc: usize, dim: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => hpo::hc_post(f, x, post, comb, hc, dim, out, l, F),
+        Device::Cpu(l) => hpo::hc_post(
+            f.host(),
+            x.host(),
+            post.host(),
+            comb.host(),
+            hc,
+            dim,
+            out.host_mut(),
+            l,
+            F,
+        ),
         Device::Cuda(_) => {
             let k = record(&hpo::cuda::KERNEL);
-            ok("hc_post", hpo::cuda::hc_post_cuda(k, f, x, post, comb, hc, dim, out, F));
+            let (fi, xi, pi, ci) = (f.input(), x.input(), post.input(), comb.input());
+            ok(
+                "hc_post",
+                hpo::cuda::hc_post_cuda(k, fi, xi, pi, ci, hc, dim, out.output(), F),
+            );
         }
     }
 }
@@ -122,7 +152,7 @@ pub(crate) fn hc_post(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn hc_head(
     d: &Device,
-    x: &[f32],
+    x: &Act,
     hc_fn: &[f32],
     base: &[f32],
     scale: f32,
@@ -130,43 +160,43 @@ pub(crate) fn hc_head(
     dim: usize,
     eps: f32,
     hc_eps: f32,
-    out: &mut [f32],
+    out: &mut Act,
 ) {
     match d {
-        Device::Cpu(l) => hh::hc_head(x, hc_fn, base, scale, hc, dim, eps, hc_eps, out, l, F),
+        Device::Cpu(l) => hh::hc_head(x.host(), hc_fn, base, scale, hc, dim, eps, hc_eps, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let (w, b) = (res!(c, hc_fn), res!(c, base));
             let k = record(&hh::cuda::KERNEL);
-            ok(
-                "hc_head",
-                hh::cuda::hc_head_cuda(k, x, &*w, &*b, scale, hc, dim, eps, hc_eps, out, F),
-            );
+            let r = hh::cuda::hc_head_cuda(k, x.input(), &*w, &*b, scale, hc, dim, eps, hc_eps, out.output(), F);
+            ok("hc_head", r);
         }
     }
 }
 
-pub(crate) fn bf16_gemm(d: &Device, x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32]) {
+pub(crate) fn bf16_gemm(d: &Device, x: &Act, w: &[u16], n: usize, k: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => bg::bf16_gemm(x, w, n, k, out, l, F),
+        Device::Cpu(l) => bg::bf16_gemm(x.host(), w, n, k, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let wd = res!(c, w);
+            let r = record(&bg::cuda::KERNEL);
             ok(
                 "bf16_gemm",
-                bg::cuda::bf16_gemm_cuda(record(&bg::cuda::KERNEL), x, &*wd, n, k, out, F),
+                bg::cuda::bf16_gemm_cuda(r, x.input(), &*wd, n, k, out.output(), F),
             );
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn fp8_gemm(d: &Device, x: &[f32], w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut [f32]) {
+pub(crate) fn fp8_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => f8::fp8_gemm(x, w, scale, n, k, out, l, F),
+        Device::Cpu(l) => f8::fp8_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let (wd, sd) = (res!(c, w), res!(c, scale));
+            let r = record(&f8::cuda::KERNEL);
             ok(
                 "fp8_gemm",
-                f8::cuda::fp8_gemm_cuda(record(&f8::cuda::KERNEL), x, &*wd, &*sd, n, k, out, F),
+                f8::cuda::fp8_gemm_cuda(r, x.input(), &*wd, &*sd, n, k, out.output(), F),
             );
         }
     }
@@ -175,96 +205,115 @@ pub(crate) fn fp8_gemm(d: &Device, x: &[f32], w: &[u8], scale: &[u8], n: usize, 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn dequant_gemm(
     d: &Device,
-    x: &[f32],
+    x: &Act,
     w: &[u8],
     scales: &[u8],
     format: WeightFormat,
     n: usize,
     k: usize,
     groups: usize,
-    out: &mut [f32],
+    out: &mut Act,
 ) {
     match d {
-        Device::Cpu(l) => dg::dequant_gemm(x, w, scales, format, n, k, groups, out, l, F),
+        Device::Cpu(l) => dg::dequant_gemm(x.host(), w, scales, format, n, k, groups, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let (wd, sd) = (res!(c, w), res!(c, scales));
-            let r = dg::cuda::dequant_gemm_cuda(record(&dg::cuda::KERNEL), x, &*wd, &*sd, format, n, k, groups, out, F);
+            let rec = record(&dg::cuda::KERNEL);
+            let r = dg::cuda::dequant_gemm_cuda(rec, x.input(), &*wd, &*sd, format, n, k, groups, out.output(), F);
             ok("dequant_gemm", r);
         }
     }
 }
 
-pub(crate) fn mxfp4_gemm(d: &Device, x: &[f32], w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut [f32]) {
+pub(crate) fn mxfp4_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => m4::mxfp4_gemm(x, w, scale, n, k, out, l, F),
+        Device::Cpu(l) => m4::mxfp4_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let (wd, sd) = (res!(c, w), res!(c, scale));
+            let r = record(&m4::cuda::KERNEL);
             ok(
                 "mxfp4_gemm",
-                m4::cuda::mxfp4_gemm_cuda(record(&m4::cuda::KERNEL), x, &*wd, &*sd, n, k, out, F),
+                m4::cuda::mxfp4_gemm_cuda(r, x.input(), &*wd, &*sd, n, k, out.output(), F),
             );
         }
     }
 }
 
-pub(crate) fn head_rms_norm(d: &Device, q: &mut [f32], head_dim: usize, eps: f32) {
+/// The input of an in-place kernel on the GPU: a device copy of the values it overwrites (the output starts as them too).
+fn before(d: &Device, x: &Act) -> Act {
+    x.duplicate(d)
+}
+
+pub(crate) fn head_rms_norm(d: &Device, q: &mut Act, head_dim: usize, eps: f32) {
     match d {
-        Device::Cpu(l) => hn::head_rms_norm(q, head_dim, eps, l, F),
+        Device::Cpu(l) => hn::head_rms_norm(q.host_mut(), head_dim, eps, l, F),
         Device::Cuda(_) => {
-            let x = q.to_vec();
+            let x = before(d, q);
+            let k = record(&hn::cuda::KERNEL);
             ok(
                 "head_rms_norm",
-                hn::cuda::head_rms_norm_cuda(record(&hn::cuda::KERNEL), &x, head_dim, eps, q, F),
+                hn::cuda::head_rms_norm_cuda(k, x.input(), head_dim, eps, q.output(), F),
             );
         }
     }
 }
 
-pub(crate) fn rope(d: &Device, x: &mut [f32], positions: &[i32], head_dim: usize, inv_freq: &[f32], inverse: bool) {
+pub(crate) fn rope(d: &Device, x: &mut Act, positions: &Act<i32>, head_dim: usize, inv_freq: &[f32], inverse: bool) {
     match d {
-        Device::Cpu(l) => rp::rope(x, positions, head_dim, inv_freq, inverse, l, F),
+        Device::Cpu(l) => rp::rope(x.host_mut(), positions.host(), head_dim, inv_freq, inverse, l, F),
         Device::Cuda(c) => {
-            let (xin, fd) = (x.to_vec(), res!(c, inv_freq));
+            let (xin, fd) = (before(d, x), res!(c, inv_freq));
             let k = record(&rp::cuda::KERNEL);
-            ok(
-                "rope",
-                rp::cuda::rope_cuda(k, &xin, positions, head_dim, &*fd, inverse, x, F),
+            let r = rp::cuda::rope_cuda(
+                k,
+                xin.input(),
+                positions.input(),
+                head_dim,
+                &*fd,
+                inverse,
+                x.output(),
+                F,
             );
+            ok("rope", r);
         }
     }
 }
 
-pub(crate) fn act_quant(d: &Device, x: &mut [f32], row_len: usize, n: usize, block: usize) {
+pub(crate) fn act_quant(d: &Device, x: &mut Act, row_len: usize, n: usize, block: usize) {
     match d {
-        Device::Cpu(l) => aq::act_quant(x, row_len, n, block, l, F),
+        Device::Cpu(l) => aq::act_quant(x.host_mut(), row_len, n, block, l, F),
         Device::Cuda(_) => {
-            let xin = x.to_vec();
+            let xin = before(d, x);
             let k = record(&aq::cuda::KERNEL);
-            ok("act_quant", aq::cuda::act_quant_cuda(k, &xin, row_len, n, block, x, F));
-        }
-    }
-}
-
-pub(crate) fn hadamard(d: &Device, x: &mut [f32], n: usize) {
-    match d {
-        Device::Cpu(l) => hd::hadamard(x, n, l, F),
-        Device::Cuda(_) => {
-            let xin = x.to_vec();
             ok(
-                "hadamard",
-                hd::cuda::hadamard_cuda(record(&hd::cuda::KERNEL), &xin, n, x, F),
+                "act_quant",
+                aq::cuda::act_quant_cuda(k, xin.input(), row_len, n, block, x.output(), F),
             );
         }
     }
 }
 
-pub(crate) fn fp4_round_trip(d: &Device, x: &mut [f32], row_len: usize) {
+pub(crate) fn hadamard(d: &Device, x: &mut Act, n: usize) {
     match d {
-        Device::Cpu(l) => f4::fp4_round_trip(x, row_len, l, F),
+        Device::Cpu(l) => hd::hadamard(x.host_mut(), n, l, F),
         Device::Cuda(_) => {
-            let xin = x.to_vec();
+            let xin = before(d, x);
+            let k = record(&hd::cuda::KERNEL);
+            ok("hadamard", hd::cuda::hadamard_cuda(k, xin.input(), n, x.output(), F));
+        }
+    }
+}
+
+pub(crate) fn fp4_round_trip(d: &Device, x: &mut Act, row_len: usize) {
+    match d {
+        Device::Cpu(l) => f4::fp4_round_trip(x.host_mut(), row_len, l, F),
+        Device::Cuda(_) => {
+            let xin = before(d, x);
             let k = record(&f4::cuda::KERNEL);
-            ok("fp4_round_trip", f4::cuda::fp4_round_trip_cuda(k, &xin, row_len, x, F));
+            ok(
+                "fp4_round_trip",
+                f4::cuda::fp4_round_trip_cuda(k, xin.input(), row_len, x.output(), F),
+            );
         }
     }
 }
@@ -272,22 +321,20 @@ pub(crate) fn fp4_round_trip(d: &Device, x: &mut [f32], row_len: usize) {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compress(
     d: &Device,
-    kv: &[f32],
-    gate: &[f32],
+    kv: &Act,
+    gate: &Act,
     ape: &[f32],
     token_idx: &[i32],
     shape: CompressShape,
-    out: &mut [f32],
+    out: &mut Act,
 ) {
     match d {
-        Device::Cpu(l) => cp::compress(kv, gate, ape, token_idx, shape, out, l, F),
+        Device::Cpu(l) => cp::compress(kv.host(), gate.host(), ape, token_idx, shape, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let a = res!(c, ape);
             let k = record(&cp::cuda::KERNEL);
-            ok(
-                "compress",
-                cp::cuda::compress_cuda(k, kv, gate, &*a, token_idx, shape, out, F),
-            );
+            let r = cp::cuda::compress_cuda(k, kv.input(), gate.input(), &*a, token_idx, shape, out.output(), F);
+            ok("compress", r);
         }
     }
 }
@@ -295,80 +342,80 @@ pub(crate) fn compress(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn index_scores(
     d: &Device,
-    q: &[f32],
-    w: &[f32],
+    q: &Act,
+    w: &Act,
     key_range: &[i32],
-    keys: &[f32],
+    keys: &Act,
     shape: IndexShape,
-    out: &mut [f32],
+    out: &mut Act,
 ) {
     match d {
-        Device::Cpu(l) => is::index_scores(q, w, key_range, keys, shape, out, l, F),
+        Device::Cpu(l) => is::index_scores(q.host(), w.host(), key_range, keys.host(), shape, out.host_mut(), l, F),
         Device::Cuda(_) => {
             let k = record(&is::cuda::KERNEL);
-            ok(
-                "index_scores",
-                is::cuda::index_scores_cuda(k, q, w, key_range, keys, shape, out, F),
-            );
+            let r =
+                is::cuda::index_scores_cuda(k, q.input(), w.input(), key_range, keys.input(), shape, out.output(), F);
+            ok("index_scores", r);
         }
     }
 }
 
-pub(crate) fn index_topk(d: &Device, scores: &[f32], num_visible: &[i32], top_k: usize, out: &mut [i32]) {
+pub(crate) fn index_topk(d: &Device, scores: &Act, num_visible: &[i32], top_k: usize, out: &mut Act<i32>) {
     match d {
-        Device::Cpu(l) => it::index_topk(scores, num_visible, top_k, out, l, F),
+        Device::Cpu(l) => it::index_topk(scores.host(), num_visible, top_k, out.host_mut(), l, F),
         Device::Cuda(_) => {
             let k = record(&it::cuda::KERNEL);
-            ok(
-                "index_topk",
-                it::cuda::index_topk_cuda(k, scores, num_visible, top_k, out, F),
-            );
+            let r = it::cuda::index_topk_cuda(k, scores.input(), num_visible, top_k, out.output(), F);
+            ok("index_topk", r);
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sparse_attn(
-    d: &Device,
-    q: &[f32],
-    idx: &[i32],
-    kv: &[f32],
-    sink: &[f32],
-    shape: AttnShape,
-    out: &mut [f32],
-) {
+pub(crate) fn sparse_attn(d: &Device, q: &Act, idx: &[i32], kv: &Act, sink: &[f32], shape: AttnShape, out: &mut Act) {
     match d {
-        Device::Cpu(l) => sa::sparse_attn(q, idx, kv, sink, shape, out, l, F),
+        Device::Cpu(l) => sa::sparse_attn(q.host(), idx, kv.host(), sink, shape, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let s = res!(c, sink);
             let k = record(&sa::cuda::KERNEL);
-            ok(
-                "sparse_attn",
-                sa::cuda::sparse_attn_cuda(k, q, idx, kv, &*s, shape, out, F),
-            );
+            let r = sa::cuda::sparse_attn_cuda(k, q.input(), idx, kv.input(), &*s, shape, out.output(), F);
+            ok("sparse_attn", r);
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn router(
-    d: &Device,
-    logits: &[f32],
-    bias: &[f32],
-    k: usize,
-    scale: f32,
-    idx: &mut [i32],
-    weights: &mut [f32],
-) {
+/// The two outputs of a router: expert indices and weights.
+pub(crate) struct Routed<'o> {
+    pub idx: &'o mut Act<i32>,
+    pub weights: &'o mut Act,
+}
+
+pub(crate) fn router(d: &Device, logits: &Act, bias: &[f32], k: usize, scale: f32, out: Routed<'_>) {
     match d {
-        Device::Cpu(l) => ro::router(logits, bias, k, scale, idx, weights, l, F),
+        Device::Cpu(l) => ro::router(
+            logits.host(),
+            bias,
+            k,
+            scale,
+            out.idx.host_mut(),
+            out.weights.host_mut(),
+            l,
+            F,
+        ),
         Device::Cuda(c) => {
             let b = res!(c, bias);
             let r = record(&ro::cuda::KERNEL);
-            ok(
-                "router",
-                ro::cuda::router_cuda(r, logits, &*b, k, scale, idx, weights, F),
+            let res = ro::cuda::router_cuda(
+                r,
+                logits.input(),
+                &*b,
+                k,
+                scale,
+                out.idx.output(),
+                out.weights.output(),
+                F,
             );
+            ok("router", res);
         }
     }
 }
@@ -376,42 +423,58 @@ pub(crate) fn router(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn hash_router(
     d: &Device,
-    logits: &[f32],
-    token_ids: &[i32],
+    logits: &Act,
+    token_ids: &Act<i32>,
     tid2eid: &[i32],
     num_experts: usize,
     k: usize,
     scale: f32,
-    idx: &mut [i32],
-    weights: &mut [f32],
+    out: Routed<'_>,
 ) {
     match d {
-        Device::Cpu(l) => hr::hash_router(logits, token_ids, tid2eid, num_experts, k, scale, idx, weights, l, F),
+        Device::Cpu(l) => hr::hash_router(
+            logits.host(),
+            token_ids.host(),
+            tid2eid,
+            num_experts,
+            k,
+            scale,
+            out.idx.host_mut(),
+            out.weights.host_mut(),
+            l,
+            F,
+        ),
         Device::Cuda(c) => {
             let t = res!(c, tid2eid);
             let r = record(&hr::cuda::KERNEL);
-            let res = hr::cuda::hash_router_cuda(r, logits, token_ids, &*t, num_experts, k, scale, idx, weights, F);
+            let (li, ti) = (logits.input(), token_ids.input());
+            let (io, wo) = (out.idx.output(), out.weights.output());
+            let res = hr::cuda::hash_router_cuda(r, li, ti, &*t, num_experts, k, scale, io, wo, F);
             ok("hash_router", res);
         }
     }
 }
 
-pub(crate) fn swiglu(d: &Device, gate: &[f32], up: &[f32], route: &[f32], limit: f32, out: &mut [f32]) {
+pub(crate) fn swiglu(d: &Device, gate: &Act, up: &Act, route: &Act, limit: f32, out: &mut Act) {
     match d {
-        Device::Cpu(l) => sw::swiglu(gate, up, route, limit, out, l, F),
-        Device::Cuda(_) => ok(
-            "swiglu",
-            sw::cuda::swiglu_cuda(record(&sw::cuda::KERNEL), gate, up, route, limit, out, F),
-        ),
+        Device::Cpu(l) => sw::swiglu(gate.host(), up.host(), route.host(), limit, out.host_mut(), l, F),
+        Device::Cuda(_) => {
+            let k = record(&sw::cuda::KERNEL);
+            let (g, u, r) = (gate.input(), up.input(), route.input());
+            ok("swiglu", sw::cuda::swiglu_cuda(k, g, u, r, limit, out.output(), F));
+        }
     }
 }
 
-pub(crate) fn moe_join(d: &Device, routed: &[f32], shared: &[f32], k: usize, dim: usize, out: &mut [f32]) {
+pub(crate) fn moe_join(d: &Device, routed: &Act, shared: &Act, k: usize, dim: usize, out: &mut Act) {
     match d {
-        Device::Cpu(l) => mj::moe_join(routed, shared, k, dim, out, l, F),
-        Device::Cuda(_) => ok(
-            "moe_join",
-            mj::cuda::moe_join_cuda(record(&mj::cuda::KERNEL), routed, shared, k, dim, out, F),
-        ),
+        Device::Cpu(l) => mj::moe_join(routed.host(), shared.host(), k, dim, out.host_mut(), l, F),
+        Device::Cuda(_) => {
+            let r = record(&mj::cuda::KERNEL);
+            ok(
+                "moe_join",
+                mj::cuda::moe_join_cuda(r, routed.input(), shared.input(), k, dim, out.output(), F),
+            );
+        }
     }
 }

@@ -224,27 +224,22 @@ fn run(model: &Dsv4Model, device: &Device, comm: &dyn Collective, job: &Job) -> 
                 num_heads: heads,
                 ..a.shape
             };
-            let mut o = vec![0f32; rows * width];
-            ops::sparse_attn(device, &q, &a.lists, &a.table, sink, shape, &mut o);
-            ops::rope(device, &mut o, &a.positions, hd, &a.freqs, true);
-            o
+            let mut o = device.zeros(rows * width);
+            let (q, table) = (device.put(q), device.put_slice(&a.table));
+            ops::sparse_attn(device, &q, &a.lists, &table, sink, shape, &mut o);
+            ops::rope(device, &mut o, &device.put_slice(&a.positions), hd, &a.freqs, true);
+            o.into_vec(device)
         }
         Job::Moe(m) => {
             let w = moe_of(model, m.block);
-            let pass = Pass {
-                device: device.clone(),
-                positions: Vec::new(),
-                token_ids: Vec::new(),
-                groups: Vec::new(),
-                model,
-                ranks: None,
-            };
+            let pass = Pass::new(device.clone(), Vec::new(), Vec::new(), Vec::new(), model, None);
             let d = model.config.hidden_size;
             let k = m.idx.len() / (m.x.len() / d).max(1);
+            let x = device.put_slice(&m.x);
             let mut out = Vec::new();
             for e in owned(w.experts.len(), ranks, rank) {
-                if let Some(y) = moe::expert_rows(&pass, &w.experts[e], e, &m.x, &m.idx, &m.weights, k) {
-                    out.extend_from_slice(&y);
+                if let Some(y) = moe::expert_rows(&pass, &w.experts[e], e, &x, &m.idx, &m.weights, k) {
+                    out.extend_from_slice(&y.into_vec(device));
                 }
             }
             out

@@ -1,0 +1,162 @@
+//! A pass's activations where its device keeps them: host vectors on the CPU, buffers that stay on the GPU under CUDA.
+
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use tensorfold_kernels::cuda::{In, Out};
+
+use super::device::Device;
+
+/// Values of one activation tensor, on the pass's device.
+pub(crate) enum Act<T = f32> {
+    Host(Vec<T>),
+    Dev(CudaSlice<T>, usize),
+}
+
+/// Element types activations hold.
+pub(crate) trait Elem: DeviceRepr + ValidAsZeroBits + Unpin + Copy + Default {}
+impl Elem for f32 {}
+impl Elem for i32 {}
+
+fn cuda_ok<R>(what: &str, r: Result<R, cudarc::driver::DriverError>) -> R {
+    r.unwrap_or_else(|e| panic!("{what} on CUDA failed: {e:?}"))
+}
+
+impl<T: Elem> Act<T> {
+    pub fn len(&self) -> usize {
+        match self {
+            Act::Host(v) => v.len(),
+            Act::Dev(_, n) => *n,
+        }
+    }
+
+    /// A kernel input reading these values where they are.
+    pub fn input(&self) -> In<'_, T> {
+        match self {
+            Act::Host(v) => In::Host(v),
+            Act::Dev(s, n) => In::Dev(s.slice(..*n)),
+        }
+    }
+
+    /// A kernel output writing these values where they are.
+    pub fn output(&mut self) -> Out<'_, T> {
+        match self {
+            Act::Host(v) => Out::Host(v),
+            Act::Dev(s, n) => Out::Dev(s.slice_mut(..*n)),
+        }
+    }
+
+    /// The host values of a CPU pass.
+    pub fn host(&self) -> &[T] {
+        match self {
+            Act::Host(v) => v,
+            Act::Dev(..) => panic!("a CPU kernel was handed a GPU buffer"),
+        }
+    }
+
+    /// The host values of a CPU pass, to write.
+    pub fn host_mut(&mut self) -> &mut [T] {
+        match self {
+            Act::Host(v) => v,
+            Act::Dev(..) => panic!("a CPU kernel was handed a GPU buffer"),
+        }
+    }
+
+    /// The values on the host: moved out of a CPU pass, copied back from the GPU (waiting for it).
+    pub fn into_vec(self, d: &Device) -> Vec<T> {
+        match self {
+            Act::Host(v) => v,
+            dev => dev.to_vec(d),
+        }
+    }
+
+    /// A host copy of the values (waits for the GPU).
+    pub fn to_vec(&self, d: &Device) -> Vec<T> {
+        match self {
+            Act::Host(v) => v.clone(),
+            Act::Dev(s, n) => {
+                let c = d.cuda().expect("a GPU buffer in a GPU pass");
+                let mut out = vec![T::default(); *n];
+                if *n > 0 {
+                    cuda_ok("copying back", c.gpu.stream.memcpy_dtoh(&s.slice(..*n), &mut out));
+                }
+                out
+            }
+        }
+    }
+
+    /// A copy on the same device.
+    pub fn duplicate(&self, d: &Device) -> Act<T> {
+        match self {
+            Act::Host(v) => Act::Host(v.clone()),
+            Act::Dev(s, n) => {
+                let c = d.cuda().expect("a GPU buffer in a GPU pass");
+                Act::Dev(cuda_ok("copying", c.gpu.stream.clone_dtod(s)), *n)
+            }
+        }
+    }
+
+    /// Copies rows `src_rows` (each `width` values) of `src` into rows `dst_rows` of `self`, on the device.
+    pub fn copy_rows(&mut self, d: &Device, dst_rows: &[usize], src: &Act<T>, src_rows: &[usize], width: usize) {
+        match (self, src) {
+            (Act::Host(dst), Act::Host(s)) => {
+                for (&o, &i) in dst_rows.iter().zip(src_rows) {
+                    dst[o * width..(o + 1) * width].copy_from_slice(&s[i * width..(i + 1) * width]);
+                }
+            }
+            (Act::Dev(dst, _), Act::Dev(s, _)) => {
+                let c = d.cuda().expect("a GPU buffer in a GPU pass");
+                for (&o, &i) in dst_rows.iter().zip(src_rows) {
+                    let from = s.slice(i * width..(i + 1) * width);
+                    let mut to = dst.slice_mut(o * width..(o + 1) * width);
+                    cuda_ok("copying rows", c.gpu.stream.memcpy_dtod(&from, &mut to));
+                }
+            }
+            _ => panic!("rows copied between a host and a GPU buffer"),
+        }
+    }
+}
+
+impl Device {
+    /// `n` zeros on this device.
+    pub(crate) fn zeros<T: Elem>(&self, n: usize) -> Act<T> {
+        match self.cuda() {
+            None => Act::Host(vec![T::default(); n]),
+            Some(c) => Act::Dev(cuda_ok("allocating", c.gpu.stream.alloc_zeros(n.max(1))), n),
+        }
+    }
+
+    /// Host values placed on this device (uploaded once under CUDA).
+    pub(crate) fn put<T: Elem>(&self, v: Vec<T>) -> Act<T> {
+        match self.cuda() {
+            None => Act::Host(v),
+            Some(_) if v.is_empty() => self.zeros(0),
+            Some(c) => {
+                let n = v.len();
+                Act::Dev(cuda_ok("uploading", c.gpu.stream.clone_htod(&v)), n)
+            }
+        }
+    }
+
+    /// Host values placed on this device.
+    pub(crate) fn put_slice<T: Elem>(&self, v: &[T]) -> Act<T> {
+        self.put(v.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tensorfold_kernels::cpu::CpuLaunch;
+
+    #[test]
+    fn rows_land_where_asked_and_the_rest_stays_zero() {
+        let d = Device::Cpu(CpuLaunch::serving(1));
+        let src = d.put(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]); // [3, 2]
+        let mut dst = d.zeros::<f32>(8); // [4, 2]
+        dst.copy_rows(&d, &[3, 0], &src, &[0, 2], 2);
+        assert_eq!(dst.len(), 8);
+        assert_eq!(dst.to_vec(&d), vec![5.0, 6.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0]);
+        let copy = dst.duplicate(&d);
+        assert_eq!(copy.into_vec(&d), dst.into_vec(&d));
+        assert_eq!(d.zeros::<i32>(0).len(), 0);
+    }
+}
