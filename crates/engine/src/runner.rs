@@ -234,6 +234,8 @@ pub fn load_runner(dir: &std::path::Path, device: Device) -> Result<LoadedRunner
         Box::new(Dsv41Runner { model, launch })
     } else if kind == dsv4::MODEL_TYPE {
         let model = tensorfold_model::dsv4::load_model(dir, Semantics::official()).map_err(|e| e.to_string())?;
+        // Weights go to the GPU at load, so the first request pays no upload and a model too large fails here.
+        model.upload(&device).map_err(|e| format!("uploading the weights to the GPU: {e}"))?;
         Box::new(Dsv4Runner::new(model, device))
     } else {
         return Err(format!(
