@@ -55,7 +55,7 @@ pub(crate) fn attention(
         bf16_probs: m.semantics.attn_bf16_probs,
     };
     match &pass.ranks {
-        Some(ranks) => o = ranks.attend(pass, &q, &lists, &table, &w.attn_sink, freqs, shape),
+        Some(ranks) => o = ranks.attend(pass, layer_idx, ratio, &q, &lists, &table, shape),
         None => {
             ops::sparse_attn(&pass.device, &q, &lists, &table, &w.attn_sink, shape, &mut o);
             ops::rope(&pass.device, &mut o, &pass.positions, hd, freqs, true);

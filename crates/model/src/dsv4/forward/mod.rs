@@ -5,11 +5,14 @@ mod block;
 pub mod collective;
 mod compressor;
 pub mod device;
+mod jobs;
 mod linear;
 mod moe;
 mod mtp;
 mod ops;
 pub mod parallel;
+pub mod nccl;
+pub mod socket;
 
 use std::ops::Range;
 use std::sync::Arc;
