@@ -94,7 +94,9 @@ impl RankGroup {
         for c in comms {
             let device = open(c.rank())?;
             let (tx, rx) = channel::<Arc<Job>>();
-            let model = Dsv4Model::new(model.config.clone(), model.weights.clone(), model.semantics);
+            let mut weights = model.weights.clone();
+            weights.keep_share(c.rank(), ranks);
+            let model = Dsv4Model::new(model.config.clone(), weights, model.semantics);
             jobs.push(tx);
             let name = format!("tensorfold-rank-{}", c.rank());
             let worker = std::thread::Builder::new()
