@@ -56,6 +56,12 @@ impl Drop for Workers {
     }
 }
 
+/// One line to stderr in one write, so that the ranks' lines do not interleave.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 /// The executable that runs worker ranks: `TENSORFOLD_RANK_EXE`, else this one.
 fn rank_exe() -> Result<PathBuf, String> {
     match std::env::var_os("TENSORFOLD_RANK_EXE") {
@@ -144,7 +150,7 @@ pub(crate) fn leader(
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start rank {rank} ({}): {e}", exe.display()))?;
-        eprintln!("rank {rank} of {tp}: pid {} on {s}", child.id());
+        say(&format!("rank {rank} of {tp}: pid {} on {s}", child.id()));
         workers.children.push((rank, child));
     }
     let children = &mut workers.children;
@@ -163,7 +169,7 @@ pub(crate) fn leader(
         }
         _ => Box::new(sockets),
     };
-    eprintln!("{} on {} over {transport}", model.weights.keep_share(0, tp), specs[0]);
+    say(&format!("{} on {} over {transport}", model.weights.keep_share(0, tp), specs[0]));
     let group = RankGroup::leader(comm, Some(Box::new(workers)));
     Ok(Dsv4Runner {
         ranks: Some(group),
@@ -188,7 +194,7 @@ pub fn worker(a: &WorkerArgs) -> Result<(), String> {
         }
         _ => Box::new(sockets),
     };
-    eprintln!("{share} on {} over {}", a.device, a.transport);
+    say(&format!("{share} on {} over {}", a.device, a.transport));
     catch_unwind(AssertUnwindSafe(|| follow(&model, &device, comm.as_ref()))).map_err(|p| {
         p.downcast_ref::<String>()
             .cloned()
@@ -196,13 +202,13 @@ pub fn worker(a: &WorkerArgs) -> Result<(), String> {
             .unwrap_or_else(|| "a kernel panicked".into())
     })?;
     if let Some(c) = device.cuda() {
-        eprintln!(
+        say(&format!(
             "rank {} of {}: {:.2} MiB of weights were resident on {}",
             a.rank,
             a.tp,
             c.resident.bytes() as f64 / (1u64 << 20) as f64,
             a.device
-        );
+        ));
     }
     Ok(())
 }

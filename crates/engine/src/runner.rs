@@ -41,6 +41,10 @@ pub trait Runner: Send {
     fn stream_width(&self) -> usize;
     /// The config's BOS and EOS ids.
     fn special_ids(&self) -> (u32, u32);
+    /// Why the runner can no longer run passes (a rank it shares them with stopped), once it cannot.
+    fn down(&self) -> Option<String> {
+        None
+    }
 }
 
 /// DeepSeek V4 on the CPU or on a GPU (weights resident there, the sequence state on the host).
@@ -133,6 +137,10 @@ impl Runner for Dsv4Runner {
 
     fn special_ids(&self) -> (u32, u32) {
         (self.model.config.bos_token_id, self.model.config.eos_token_id)
+    }
+
+    fn down(&self) -> Option<String> {
+        self.ranks.as_ref().and_then(|r| r.broken())
     }
 }
 

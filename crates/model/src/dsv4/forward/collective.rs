@@ -19,6 +19,10 @@ pub trait Collective: Send + Sync {
     fn all_reduce_sum(&self, buf: &mut [f32]);
     /// Returns once every rank has entered it.
     fn barrier(&self);
+    /// Why the collective stopped working (a rank left), once it has; every later call then fails with it.
+    fn broken(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Default)]

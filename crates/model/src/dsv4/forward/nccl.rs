@@ -1,5 +1,7 @@
 //! Ranks as processes, one GPU each, exchanging over NCCL: the socket collective starts the communicator and stays open beside it.
 
+use std::sync::Mutex;
+
 use tensorfold_kernels::cuda::Gpu;
 use tensorfold_kernels::cuda::nccl::{self, Nccl, NcclId};
 
@@ -11,6 +13,8 @@ pub struct NcclCollective {
     nccl: Nccl,
     /// The sockets the communicator was started over; kept so that the ranks stay connected.
     control: SocketCollective,
+    /// Why an NCCL call failed, once one has.
+    failed: Mutex<Option<String>>,
 }
 
 fn to_floats(id: &NcclId) -> Vec<f32> {
@@ -44,11 +48,23 @@ impl NcclCollective {
         }
         let id = to_id(&buf).ok_or("rank 0 could not start NCCL; its error says why")?;
         let nccl = Nccl::join(gpu, rank, ranks, id)?;
-        Ok(NcclCollective { nccl, control })
+        Ok(NcclCollective {
+            nccl,
+            control,
+            failed: Mutex::new(None),
+        })
     }
 
-    fn ok<T>(r: Result<T, String>) -> T {
-        r.unwrap_or_else(|e| panic!("{e}; the rank group is down, restart to serve again"))
+    /// The value of an NCCL call, or a panic that breaks the collective for good.
+    fn ok<T>(&self, r: Result<T, String>) -> T {
+        if let Some(why) = self.broken() {
+            panic!("{why}");
+        }
+        r.unwrap_or_else(|e| {
+            let why = format!("{e}; the rank group is down, restart to serve again");
+            *self.failed.lock().expect("collective state") = Some(why.clone());
+            panic!("{why}")
+        })
     }
 }
 
@@ -62,14 +78,14 @@ impl Collective for NcclCollective {
     }
 
     fn all_gather(&self, mine: &[f32]) -> Vec<Vec<f32>> {
-        let lens: Vec<usize> = Self::ok(self.nccl.all_gather(&[word(mine.len())]))
+        let lens: Vec<usize> = self.ok(self.nccl.all_gather(&[word(mine.len())]))
             .iter()
             .map(|v| v.to_bits() as usize)
             .collect();
         let width = lens.iter().copied().max().unwrap_or(0);
         let mut padded = mine.to_vec();
         padded.resize(width, 0.0);
-        let all = Self::ok(self.nccl.all_gather(&padded));
+        let all = self.ok(self.nccl.all_gather(&padded));
         lens.iter()
             .enumerate()
             .map(|(r, &n)| all[r * width..r * width + n].to_vec())
@@ -78,16 +94,21 @@ impl Collective for NcclCollective {
 
     fn broadcast(&self, buf: &mut Vec<f32>, root: usize) {
         let mut len = [word(buf.len())];
-        Self::ok(self.nccl.broadcast(&mut len, root));
+        self.ok(self.nccl.broadcast(&mut len, root));
         buf.resize(len[0].to_bits() as usize, 0.0);
-        Self::ok(self.nccl.broadcast(buf, root));
+        self.ok(self.nccl.broadcast(buf, root));
     }
 
     fn all_reduce_sum(&self, buf: &mut [f32]) {
-        Self::ok(self.nccl.all_reduce_sum(buf));
+        self.ok(self.nccl.all_reduce_sum(buf));
     }
 
     fn barrier(&self) {
-        Self::ok(self.nccl.all_reduce_sum(&mut [0.0]));
+        self.ok(self.nccl.all_reduce_sum(&mut [0.0]));
+    }
+
+    fn broken(&self) -> Option<String> {
+        let failed = self.failed.lock().expect("collective state").clone();
+        failed.or_else(|| self.control.broken())
     }
 }

@@ -126,6 +126,11 @@ impl RankGroup {
         })
     }
 
+    /// Why the group stopped working (a rank left), once it has.
+    pub fn broken(&self) -> Option<String> {
+        self.comm.broken()
+    }
+
     pub fn ranks(&self) -> usize {
         self.comm.ranks()
     }

@@ -112,11 +112,6 @@ impl SocketCollective {
         }
     }
 
-    /// Why this collective stopped working, if it has.
-    pub fn broken(&self) -> Option<String> {
-        self.broken.lock().expect("collective state").clone()
-    }
-
     /// Runs one round over the links; an I/O failure breaks the collective for good, naming the rank it came from.
     fn round<T>(&self, f: impl FnOnce(&mut [Link]) -> Result<T, (usize, std::io::Error)>) -> T {
         if let Some(why) = self.broken() {
@@ -245,6 +240,10 @@ impl Collective for SocketCollective {
 
     fn barrier(&self) {
         self.all_gather(&[]);
+    }
+
+    fn broken(&self) -> Option<String> {
+        self.broken.lock().expect("collective state").clone()
     }
 }
 
