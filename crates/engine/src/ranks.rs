@@ -125,11 +125,11 @@ pub fn rank_count(runner: &Dsv4Runner) -> usize {
     runner.ranks.as_ref().map_or(1, |r| r.ranks())
 }
 
-/// Loads the checkpoint in `dir` on `spec` shared by the ranks `opts` asks for (one rank loads any family the engine runs).
+/// Loads the checkpoint in `dir` on `spec` shared by the ranks `opts` asks for (one rank loads any family the engine runs; one rank with a process transport named still passes through it).
 pub fn load(dir: &std::path::Path, spec: DeviceSpec, threads: usize, opts: &RankOptions) -> Result<LoadedRunner, String> {
     use tensorfold_model::config::{dsv4, model_type};
     let tp = opts.tp;
-    if tp == 1 {
+    if tp == 1 && matches!(opts.transport, Transport::Auto | Transport::Threads) {
         return load_runner(dir, spec.open(threads)?);
     }
     let kind = model_type(dir).map_err(|e| e.to_string())?;
