@@ -23,7 +23,13 @@ fn tiny() -> tempfile::TempDir {
 
 /// The token_sha `generate --stats` prints, with the stderr it came in.
 fn token_sha(model: &Path, extra: &[&str]) -> (String, String) {
-    let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--prompt", "one two three four"];
+    let mut args = vec![
+        "generate",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt",
+        "one two three four",
+    ];
     args.extend(["--max-tokens", "10", "--stats", "--ignore-eos"]);
     args.extend(extra);
     let out = tensorfold(&args);
@@ -40,16 +46,24 @@ fn token_sha(model: &Path, extra: &[&str]) -> (String, String) {
 #[test]
 fn token_sha_on_1_2_and_4_processes_equals_one_rank() {
     let dir = tiny();
-    for sampling in [["--temperature", "0"], ["--temperature", "0.9"]] {
-        let (reference, _) = token_sha(dir.path(), &[&["--seed", "7"][..], &sampling[..]].concat());
+    let settings: [&[&str]; 2] = [&["--temperature", "0"], &["--temperature", "0.9", "--mtp-drafts", "2"]];
+    for sampling in settings {
+        let (reference, _) = token_sha(dir.path(), &[&["--seed", "7"][..], sampling].concat());
         for tp in [1usize, 2, 4] {
             let n = tp.to_string();
-            let args = [&["--tp", &n, "--ranks-transport", "processes", "--seed", "7"][..], &sampling[..]].concat();
+            let args = [
+                &["--tp", &n, "--ranks-transport", "processes", "--seed", "7"][..],
+                &sampling[..],
+            ]
+            .concat();
             let (sha, err) = token_sha(dir.path(), &args);
             assert_eq!(sha, reference, "--tp {tp} over processes, {sampling:?}: {err}");
             if tp > 1 {
                 for r in 0..tp {
-                    assert!(err.contains(&format!("rank {r} of {tp}: holds")), "rank {r} reports its share: {err}");
+                    assert!(
+                        err.contains(&format!("rank {r} of {tp}: holds")),
+                        "rank {r} reports its share: {err}"
+                    );
                 }
             }
         }
@@ -59,11 +73,24 @@ fn token_sha_on_1_2_and_4_processes_equals_one_rank() {
 #[test]
 fn nccl_ranks_on_the_cpu_are_refused_with_the_choices() {
     let dir = tiny();
-    let args = ["generate", "--model", dir.path().to_str().unwrap(), "--prompt", "x", "--tp", "2", "--ranks-transport", "nccl"];
+    let args = [
+        "generate",
+        "--model",
+        dir.path().to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--tp",
+        "2",
+        "--ranks-transport",
+        "nccl",
+    ];
     let out = tensorfold(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("nccl needs --device cuda") && err.contains("processes or threads"), "{err}");
+    assert!(
+        err.contains("nccl needs --device cuda") && err.contains("processes or threads"),
+        "{err}"
+    );
 }
 
 /// A server child whose stderr lines arrive on a channel; killed on drop.
@@ -142,8 +169,19 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
 fn a_worker_that_dies_leaves_rank_0_serving_a_clear_error() {
     let dir = tiny();
     let mut server = Server::start(dir.path(), &["--tp", "2", "--ranks-transport", "processes"]);
-    let pid = server.wait_for("rank 1 of 2: pid").split_whitespace().nth(5).unwrap().to_string();
-    let addr = server.wait_for("on http://").rsplit("http://").next().unwrap().trim().to_string();
+    let pid = server
+        .wait_for("rank 1 of 2: pid")
+        .split_whitespace()
+        .nth(5)
+        .unwrap()
+        .to_string();
+    let addr = server
+        .wait_for("on http://")
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
     let body = r#"{"prompt":"hello","max_tokens":4,"temperature":0}"#;
     for _ in 0..600 {
         if http(&addr, "GET", "/health", "").0 == 200 {
@@ -160,7 +198,10 @@ fn a_worker_that_dies_leaves_rank_0_serving_a_clear_error() {
     for attempt in 0..2 {
         let (status, reply) = http(&addr, "POST", "/v1/completions", body);
         assert_eq!(status, 500, "attempt {attempt}: {reply}");
-        assert!(reply.contains("rank 1 stopped") && reply.contains("restart"), "attempt {attempt}: {reply}");
+        assert!(
+            reply.contains("rank 1 stopped") && reply.contains("restart"),
+            "attempt {attempt}: {reply}"
+        );
     }
     let (status, reply) = http(&addr, "GET", "/health", "");
     assert_eq!(status, 503, "{reply}");

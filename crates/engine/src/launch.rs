@@ -99,7 +99,9 @@ fn check_transport(spec: DeviceSpec, transport: Transport, ordinals: &[usize]) -
         (DeviceSpec::Cuda(_), _) => {
             let count = tensorfold_kernels::cuda::gpu_count()?;
             match ordinals.iter().find(|&&o| o >= count) {
-                Some(o) => Err(format!("ranks on GPUs {ordinals:?} need GPU {o}; the driver reports {count}")),
+                Some(o) => Err(format!(
+                    "ranks on GPUs {ordinals:?} need GPU {o}; the driver reports {count}"
+                )),
                 None => Ok(()),
             }
         }
@@ -119,10 +121,13 @@ pub(crate) fn leader(
     let tp = opts.tp;
     check_ranks(&model, tp)?;
     let specs: Vec<DeviceSpec> = (0..tp).map(|r| opts.device_of(spec, r)).collect::<Result<_, _>>()?;
-    let ordinals: Vec<usize> = specs.iter().filter_map(|s| match s {
-        DeviceSpec::Cuda(o) => Some(*o),
-        DeviceSpec::Cpu => None,
-    }).collect();
+    let ordinals: Vec<usize> = specs
+        .iter()
+        .filter_map(|s| match s {
+            DeviceSpec::Cuda(o) => Some(*o),
+            DeviceSpec::Cpu => None,
+        })
+        .collect();
     check_transport(spec, transport, &ordinals)?;
     let per_rank = per_rank_threads(spec, threads, tp);
     let device = match specs[0] {
@@ -157,7 +162,10 @@ pub(crate) fn leader(
     let sockets = SocketCollective::accept(&listener, tp, || {
         for (rank, c) in children.iter_mut() {
             if let Ok(Some(status)) = c.try_wait() {
-                return Err(format!("rank {rank} (pid {}) exited while starting ({status}); its error is above", c.id()));
+                return Err(format!(
+                    "rank {rank} (pid {}) exited while starting ({status}); its error is above",
+                    c.id()
+                ));
             }
         }
         Ok(())
@@ -169,7 +177,11 @@ pub(crate) fn leader(
         }
         _ => Box::new(sockets),
     };
-    say(&format!("{} on {} over {transport}", model.weights.keep_share(0, tp), specs[0]));
+    say(&format!(
+        "{} on {} over {transport}",
+        model.weights.keep_share(0, tp),
+        specs[0]
+    ));
     let group = RankGroup::leader(comm, Some(Box::new(workers)));
     Ok(Dsv4Runner {
         ranks: Some(group),

@@ -32,7 +32,9 @@ impl std::str::FromStr for Transport {
             "threads" => Ok(Transport::Threads),
             "processes" => Ok(Transport::Processes),
             "nccl" => Ok(Transport::Nccl),
-            other => Err(format!("unknown ranks transport `{other}`: use auto, threads, processes or nccl")),
+            other => Err(format!(
+                "unknown ranks transport `{other}`: use auto, threads, processes or nccl"
+            )),
         }
     }
 }
@@ -126,7 +128,12 @@ pub fn rank_count(runner: &Dsv4Runner) -> usize {
 }
 
 /// Loads the checkpoint in `dir` on `spec` shared by the ranks `opts` asks for (one rank loads any family the engine runs; one rank with a process transport named still passes through it).
-pub fn load(dir: &std::path::Path, spec: DeviceSpec, threads: usize, opts: &RankOptions) -> Result<LoadedRunner, String> {
+pub fn load(
+    dir: &std::path::Path,
+    spec: DeviceSpec,
+    threads: usize,
+    opts: &RankOptions,
+) -> Result<LoadedRunner, String> {
     use tensorfold_model::config::{dsv4, model_type};
     let tp = opts.tp;
     if tp == 1 && matches!(opts.transport, Transport::Auto | Transport::Threads) {

@@ -137,8 +137,26 @@ fn each_rank_keeps_only_its_share_of_the_weights() {
         held += report.held_bytes;
         experts.push(report.experts);
     }
-    assert_eq!(experts, vec![0..2, 2..4, 4..6, 6..8], "the experts split as --tp splits them");
-    let sinks: u64 = model().weights.layers.iter().map(|b| b.attn.attn_sink.len() as u64 * 4).sum::<u64>()
-        + model().weights.mtp.iter().map(|m| m.block.attn.attn_sink.len() as u64 * 4).sum::<u64>();
-    assert_eq!(held, full + 3 * sinks, "together the ranks hold the model once, the small sinks on every rank");
+    assert_eq!(
+        experts,
+        vec![0..2, 2..4, 4..6, 6..8],
+        "the experts split as --tp splits them"
+    );
+    let sinks: u64 = model()
+        .weights
+        .layers
+        .iter()
+        .map(|b| b.attn.attn_sink.len() as u64 * 4)
+        .sum::<u64>()
+        + model()
+            .weights
+            .mtp
+            .iter()
+            .map(|m| m.block.attn.attn_sink.len() as u64 * 4)
+            .sum::<u64>();
+    assert_eq!(
+        held,
+        full + 3 * sinks,
+        "together the ranks hold the model once, the small sinks on every rank"
+    );
 }

@@ -96,7 +96,10 @@ pub fn nccl() -> Result<(), String> {
     if unsafe { cudarc::nccl::sys::is_culib_present() } {
         return Ok(());
     }
-    let found = nccl_dirs().into_iter().map(|d| d.join("libnccl.so.2")).find(|p| p.exists());
+    let found = nccl_dirs()
+        .into_iter()
+        .map(|d| d.join("libnccl.so.2"))
+        .find(|p| p.exists());
     Err(match found {
         Some(p) => format!(
             "NCCL is at {} but the loader finds no `libnccl.so`: link it as libnccl.so in a folder and put that folder on LD_LIBRARY_PATH",

@@ -53,7 +53,10 @@ impl Nccl {
     }
 
     fn down(&self, dev: &cudarc::driver::CudaSlice<f32>, out: &mut [f32]) -> Result<(), String> {
-        self.gpu.stream.memcpy_dtoh(dev, out).map_err(|e| format!("CUDA download: {e:?}"))?;
+        self.gpu
+            .stream
+            .memcpy_dtoh(dev, out)
+            .map_err(|e| format!("CUDA download: {e:?}"))?;
         self.gpu.sync()
     }
 
@@ -62,7 +65,11 @@ impl Nccl {
         let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
         let n = comm.world_size();
         let send = self.gpu.upload(mine)?;
-        let mut recv = self.gpu.stream.alloc_zeros::<f32>((mine.len() * n).max(1)).map_err(|e| format!("CUDA alloc: {e:?}"))?;
+        let mut recv = self
+            .gpu
+            .stream
+            .alloc_zeros::<f32>((mine.len() * n).max(1))
+            .map_err(|e| format!("CUDA alloc: {e:?}"))?;
         if !mine.is_empty() {
             comm.all_gather(&send, &mut recv).map_err(nccl_err("all-gather"))?;
         }
@@ -80,7 +87,8 @@ impl Nccl {
         }
         let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
         let mut dev = self.gpu.upload(buf)?;
-        comm.broadcast_in_place(&mut dev, root as i32).map_err(nccl_err("broadcast"))?;
+        comm.broadcast_in_place(&mut dev, root as i32)
+            .map_err(nccl_err("broadcast"))?;
         self.down(&dev, buf)
     }
 
@@ -91,7 +99,8 @@ impl Nccl {
         }
         let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
         let mut dev = self.gpu.upload(buf)?;
-        comm.all_reduce_in_place(&mut dev, &ReduceOp::Sum).map_err(nccl_err("all-reduce"))?;
+        comm.all_reduce_in_place(&mut dev, &ReduceOp::Sum)
+            .map_err(nccl_err("all-reduce"))?;
         self.down(&dev, buf)
     }
 }

@@ -84,7 +84,15 @@ impl Held for Compressor {
 
 /// The attention's projections, norms, compressor and indexer: everything but the sinks, which every rank's heads need.
 fn attention_parts(a: &mut Attention) -> Vec<&mut dyn Held> {
-    let mut parts: Vec<&mut dyn Held> = vec![&mut a.wq_a, &mut a.q_norm, &mut a.wq_b, &mut a.wkv, &mut a.kv_norm, &mut a.wo_a, &mut a.wo_b];
+    let mut parts: Vec<&mut dyn Held> = vec![
+        &mut a.wq_a,
+        &mut a.q_norm,
+        &mut a.wq_b,
+        &mut a.wkv,
+        &mut a.kv_norm,
+        &mut a.wo_a,
+        &mut a.wo_b,
+    ];
     if let Some(c) = &mut a.compressor {
         parts.push(c);
     }
@@ -120,7 +128,14 @@ fn dense(w: &mut Dsv4Weights) -> Vec<&mut dyn Held> {
     }
     for m in &mut w.mtp {
         parts.extend(block_dense(&mut m.block));
-        parts.extend([&mut m.e_proj as &mut dyn Held, &mut m.h_proj, &mut m.enorm, &mut m.hnorm, &mut m.norm, &mut m.hc_head]);
+        parts.extend([
+            &mut m.e_proj as &mut dyn Held,
+            &mut m.h_proj,
+            &mut m.enorm,
+            &mut m.hnorm,
+            &mut m.norm,
+            &mut m.hc_head,
+        ]);
     }
     parts
 }
@@ -164,9 +179,14 @@ impl Dsv4Weights {
     pub fn held_bytes(&mut self) -> u64 {
         let mut sum: u64 = dense(self).iter().map(|p| p.held()).sum();
         for m in moes(self) {
-            sum += m.experts.iter().map(|e| e.w1.held() + e.w2.held() + e.w3.held()).sum::<u64>();
+            sum += m
+                .experts
+                .iter()
+                .map(|e| e.w1.held() + e.w2.held() + e.w3.held())
+                .sum::<u64>();
         }
-        sum + self.layers.iter().map(|b| b.attn.attn_sink.held()).sum::<u64>() + self.mtp.iter().map(|m| m.block.attn.attn_sink.held()).sum::<u64>()
+        sum + self.layers.iter().map(|b| b.attn.attn_sink.held()).sum::<u64>()
+            + self.mtp.iter().map(|m| m.block.attn.attn_sink.held()).sum::<u64>()
     }
 
     /// Keeps rank `rank`'s share of `ranks` (see the module doc), dropping the rest; the routed experts split as `--tp` splits them.

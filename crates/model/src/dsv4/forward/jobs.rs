@@ -42,7 +42,8 @@ struct Writer(Vec<f32>);
 
 impl Writer {
     fn word(&mut self, v: usize) {
-        self.0.push(f32::from_bits(u32::try_from(v).expect("job fields fit in 32 bits")));
+        self.0
+            .push(f32::from_bits(u32::try_from(v).expect("job fields fit in 32 bits")));
     }
     fn floats(&mut self, v: &[f32]) {
         self.word(v.len());
@@ -226,7 +227,14 @@ mod tests {
             },
         });
         let buf = attn.encode();
-        assert_eq!(Job::decode(&buf).encode().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), buf.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            Job::decode(&buf)
+                .encode()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>(),
+            buf.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
         let moe = Job::Moe(MoeJob {
             block: 1,
             x: vec![0.5; 6],
@@ -234,8 +242,13 @@ mod tests {
             weights: vec![0.25, 0.75],
         });
         let buf = moe.encode();
-        let Job::Moe(back) = Job::decode(&buf) else { panic!("a MoE job decodes as one") };
-        assert_eq!((back.block, back.x, back.idx, back.weights), (1, vec![0.5; 6], vec![3, 1], vec![0.25, 0.75]));
+        let Job::Moe(back) = Job::decode(&buf) else {
+            panic!("a MoE job decodes as one")
+        };
+        assert_eq!(
+            (back.block, back.x, back.idx, back.weights),
+            (1, vec![0.5; 6], vec![3, 1], vec![0.25, 0.75])
+        );
         assert!(matches!(Job::decode(&Job::Stop.encode()), Job::Stop));
     }
 }

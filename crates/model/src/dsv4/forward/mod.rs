@@ -9,9 +9,9 @@ mod jobs;
 mod linear;
 mod moe;
 mod mtp;
+pub mod nccl;
 mod ops;
 pub mod parallel;
-pub mod nccl;
 pub mod socket;
 
 use std::ops::Range;

@@ -24,7 +24,11 @@ fn to_floats(id: &NcclId) -> Vec<f32> {
 }
 
 fn to_id(v: &[f32]) -> Option<NcclId> {
-    let bytes: Vec<std::ffi::c_char> = v.iter().flat_map(|f| f.to_bits().to_le_bytes()).map(|b| b as std::ffi::c_char).collect();
+    let bytes: Vec<std::ffi::c_char> = v
+        .iter()
+        .flat_map(|f| f.to_bits().to_le_bytes())
+        .map(|b| b as std::ffi::c_char)
+        .collect();
     bytes.try_into().ok()
 }
 
@@ -78,7 +82,8 @@ impl Collective for NcclCollective {
     }
 
     fn all_gather(&self, mine: &[f32]) -> Vec<Vec<f32>> {
-        let lens: Vec<usize> = self.ok(self.nccl.all_gather(&[word(mine.len())]))
+        let lens: Vec<usize> = self
+            .ok(self.nccl.all_gather(&[word(mine.len())]))
             .iter()
             .map(|v| v.to_bits() as usize)
             .collect();

@@ -61,10 +61,17 @@ const HELLO: u32 = 0x7466_726b;
 impl SocketCollective {
     /// Rank `rank` of `ranks` (not 0): connects to the hub listening at `path`.
     pub fn connect(path: &Path, rank: usize, ranks: usize) -> Result<SocketCollective, String> {
-        let s = UnixStream::connect(path).map_err(|e| format!("rank {rank}: cannot reach rank 0 at {}: {e}", path.display()))?;
+        let s = UnixStream::connect(path)
+            .map_err(|e| format!("rank {rank}: cannot reach rank 0 at {}: {e}", path.display()))?;
         let mut link = Link::new(0, s).map_err(|e| e.to_string())?;
-        let hello = [f32::from_bits(HELLO), f32::from_bits(rank as u32), f32::from_bits(ranks as u32)];
-        link.send(&hello).and_then(|_| link.flush()).map_err(|e| format!("rank {rank}: greeting rank 0: {e}"))?;
+        let hello = [
+            f32::from_bits(HELLO),
+            f32::from_bits(rank as u32),
+            f32::from_bits(ranks as u32),
+        ];
+        link.send(&hello)
+            .and_then(|_| link.flush())
+            .map_err(|e| format!("rank {rank}: greeting rank 0: {e}"))?;
         Ok(SocketCollective::new(rank, ranks, vec![link]))
     }
 
@@ -121,8 +128,13 @@ impl SocketCollective {
         match f(&mut links) {
             Ok(v) => v,
             Err((rank, e)) => {
-                let why = if e.kind() == std::io::ErrorKind::UnexpectedEof || e.kind() == std::io::ErrorKind::BrokenPipe || e.kind() == std::io::ErrorKind::ConnectionReset {
-                    format!("rank {rank} stopped (its connection closed); the rank group is down, restart to serve again")
+                let why = if e.kind() == std::io::ErrorKind::UnexpectedEof
+                    || e.kind() == std::io::ErrorKind::BrokenPipe
+                    || e.kind() == std::io::ErrorKind::ConnectionReset
+                {
+                    format!(
+                        "rank {rank} stopped (its connection closed); the rank group is down, restart to serve again"
+                    )
                 } else {
                     format!("rank {rank} failed: {e}; the rank group is down, restart to serve again")
                 };
@@ -313,7 +325,15 @@ mod tests {
         });
         let why = out[0][0].clone().expect("the hub's gather fails");
         assert!(why.contains("rank 2 stopped"), "{why}");
-        assert_eq!(out[0][1].as_deref(), Some(why.as_str()), "later rounds fail at once, alike");
-        assert!(out[1][0].as_deref().is_some_and(|w| w.contains("rank 0")), "{:?}", out[1]);
+        assert_eq!(
+            out[0][1].as_deref(),
+            Some(why.as_str()),
+            "later rounds fail at once, alike"
+        );
+        assert!(
+            out[1][0].as_deref().is_some_and(|w| w.contains("rank 0")),
+            "{:?}",
+            out[1]
+        );
     }
 }
