@@ -53,7 +53,7 @@ fn token_sha_on_1_2_and_4_processes_equals_one_rank() {
             let n = tp.to_string();
             let args = [
                 &["--tp", &n, "--ranks-transport", "processes", "--seed", "7"][..],
-                &sampling[..],
+                sampling,
             ]
             .concat();
             let (sha, err) = token_sha(dir.path(), &args);

@@ -45,7 +45,14 @@ impl Nccl {
     pub fn join(gpu: &'static Gpu, rank: usize, ranks: usize, id: NcclId) -> Result<Nccl, String> {
         libs::nccl()?;
         multicast_off()?;
-        let comm = Comm::from_rank(gpu.stream.clone(), rank, ranks, Id::uninit(id)).map_err(nccl_err("joining"))?;
+        let comm = Comm::from_rank(gpu.stream.clone(), rank, ranks, Id::uninit(id)).map_err(|e| {
+            let hint = if e.0 == cudarc::nccl::sys::ncclResult_t::ncclInvalidUsage {
+                " (NCCL needs a different GPU for each rank; --ranks-transport processes can share one)"
+            } else {
+                ""
+            };
+            format!("{}{hint}", nccl_err("joining")(e))
+        })?;
         Ok(Nccl {
             comm: Mutex::new(comm),
             gpu,
