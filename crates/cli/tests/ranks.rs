@@ -93,6 +93,23 @@ fn nccl_ranks_on_the_cpu_are_refused_with_the_choices() {
     );
 }
 
+#[test]
+fn a_worker_that_cannot_start_is_named_with_its_exit() {
+    let dir = tiny();
+    let out = Command::new(env!("CARGO_BIN_EXE_tensorfold"))
+        .args(["generate", "--model", dir.path().to_str().unwrap(), "--prompt", "x"])
+        .args(["--tp", "2", "--ranks-transport", "processes"])
+        .env("TENSORFOLD_RANK_EXE", "false")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("rank 1 (pid") && err.contains("exited while starting"),
+        "{err}"
+    );
+}
+
 /// A server child whose stderr lines arrive on a channel; killed on drop.
 struct Server {
     child: Child,

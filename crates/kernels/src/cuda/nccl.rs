@@ -10,11 +10,14 @@ use super::libs;
 /// The bytes of an NCCL unique id, as rank 0 hands them to the other ranks.
 pub type NcclId = [std::ffi::c_char; 128];
 
-/// A communicator whose calls are serialised, so that any thread may use it.
+/// A communicator whose calls are serialised, so that any thread may use it; `None` once aborted.
 pub struct Nccl {
-    comm: Mutex<Comm>,
+    comm: Mutex<Option<Comm>>,
     gpu: &'static Gpu,
 }
+
+/// Whether every peer is still there; an `Err` says which is gone.
+pub type Alive<'a> = &'a dyn Fn() -> Result<(), String>;
 
 // SAFETY: NCCL allows a communicator to be used from any thread when calls on it do not overlap; the mutex serialises them.
 unsafe impl Send for Nccl {}
@@ -54,9 +57,37 @@ impl Nccl {
             format!("{}{hint}", nccl_err("joining")(e))
         })?;
         Ok(Nccl {
-            comm: Mutex::new(comm),
+            comm: Mutex::new(Some(comm)),
             gpu,
         })
+    }
+
+    /// Runs `f` on the communicator, then waits for the stream while `alive` holds; a peer that is gone aborts the communicator.
+    fn call<T>(&self, alive: Alive<'_>, f: impl FnOnce(&Comm) -> Result<T, String>) -> Result<T, String> {
+        let mut guard = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
+        let comm = guard.as_ref().ok_or("the NCCL communicator was aborted")?;
+        let out = f(comm)?;
+        let done = self
+            .gpu
+            .stream
+            .record_event(None)
+            .map_err(|e| format!("CUDA event: {e:?}"))?;
+        let mut polls = 0u32;
+        while !done
+            .try_is_complete()
+            .map_err(|e| format!("NCCL on the stream: {e:?}"))?
+        {
+            polls = polls.wrapping_add(1);
+            if polls % 256 == 0
+                && let Err(why) = alive()
+            {
+                // Dropping a communicator aborts it, which ends the collective the dead peer left waiting.
+                guard.take();
+                return Err(why);
+            }
+            std::thread::yield_now();
+        }
+        Ok(out)
     }
 
     fn down(&self, dev: &cudarc::driver::CudaSlice<f32>, out: &mut [f32]) -> Result<(), String> {
@@ -68,46 +99,52 @@ impl Nccl {
     }
 
     /// Every rank's `mine` (all of one length), concatenated in rank order.
-    pub fn all_gather(&self, mine: &[f32]) -> Result<Vec<f32>, String> {
-        let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
-        let n = comm.world_size();
+    pub fn all_gather(&self, mine: &[f32], alive: Alive<'_>) -> Result<Vec<f32>, String> {
         let send = self.gpu.upload(mine)?;
-        let mut recv = self
-            .gpu
-            .stream
-            .alloc_zeros::<f32>((mine.len() * n).max(1))
-            .map_err(|e| format!("CUDA alloc: {e:?}"))?;
-        if !mine.is_empty() {
-            comm.all_gather(&send, &mut recv).map_err(nccl_err("all-gather"))?;
-        }
-        let mut out = vec![0f32; mine.len() * n];
+        let recv = self.call(alive, |comm| {
+            let n = comm.world_size();
+            let mut recv = self
+                .gpu
+                .stream
+                .alloc_zeros::<f32>((mine.len() * n).max(1))
+                .map_err(|e| format!("CUDA alloc: {e:?}"))?;
+            if !mine.is_empty() {
+                comm.all_gather(&send, &mut recv).map_err(nccl_err("all-gather"))?;
+            }
+            Ok((recv, mine.len() * n))
+        })?;
+        let mut out = vec![0f32; recv.1];
         if !out.is_empty() {
-            self.down(&recv, &mut out)?;
+            self.down(&recv.0, &mut out)?;
         }
         Ok(out)
     }
 
     /// Replaces `buf` with rank `root`'s (all of one length).
-    pub fn broadcast(&self, buf: &mut [f32], root: usize) -> Result<(), String> {
+    pub fn broadcast(&self, buf: &mut [f32], root: usize, alive: Alive<'_>) -> Result<(), String> {
         if buf.is_empty() {
             return Ok(());
         }
-        let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
         let mut dev = self.gpu.upload(buf)?;
-        comm.broadcast_in_place(&mut dev, root as i32)
-            .map_err(nccl_err("broadcast"))?;
+        self.call(alive, |comm| {
+            comm.broadcast_in_place(&mut dev, root as i32)
+                .map(|_| ())
+                .map_err(nccl_err("broadcast"))
+        })?;
         self.down(&dev, buf)
     }
 
     /// NCCL's own sum over the ranks (its order, so its bits, depend on the rank count and topology).
-    pub fn all_reduce_sum(&self, buf: &mut [f32]) -> Result<(), String> {
+    pub fn all_reduce_sum(&self, buf: &mut [f32], alive: Alive<'_>) -> Result<(), String> {
         if buf.is_empty() {
             return Ok(());
         }
-        let comm = self.comm.lock().map_err(|_| "NCCL communicator poisoned".to_string())?;
         let mut dev = self.gpu.upload(buf)?;
-        comm.all_reduce_in_place(&mut dev, &ReduceOp::Sum)
-            .map_err(nccl_err("all-reduce"))?;
+        self.call(alive, |comm| {
+            comm.all_reduce_in_place(&mut dev, &ReduceOp::Sum)
+                .map(|_| ())
+                .map_err(nccl_err("all-reduce"))
+        })?;
         self.down(&dev, buf)
     }
 }

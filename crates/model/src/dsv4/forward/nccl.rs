@@ -83,14 +83,16 @@ impl Collective for NcclCollective {
 
     fn all_gather(&self, mine: &[f32]) -> Vec<Vec<f32>> {
         let lens: Vec<usize> = self
-            .ok(self.nccl.all_gather(&[word(mine.len())]))
+            .ok(self
+                .nccl
+                .all_gather(&[word(mine.len())], &|| self.control.peers_alive()))
             .iter()
             .map(|v| v.to_bits() as usize)
             .collect();
         let width = lens.iter().copied().max().unwrap_or(0);
         let mut padded = mine.to_vec();
         padded.resize(width, 0.0);
-        let all = self.ok(self.nccl.all_gather(&padded));
+        let all = self.ok(self.nccl.all_gather(&padded, &|| self.control.peers_alive()));
         lens.iter()
             .enumerate()
             .map(|(r, &n)| all[r * width..r * width + n].to_vec())
@@ -99,17 +101,17 @@ impl Collective for NcclCollective {
 
     fn broadcast(&self, buf: &mut Vec<f32>, root: usize) {
         let mut len = [word(buf.len())];
-        self.ok(self.nccl.broadcast(&mut len, root));
+        self.ok(self.nccl.broadcast(&mut len, root, &|| self.control.peers_alive()));
         buf.resize(len[0].to_bits() as usize, 0.0);
-        self.ok(self.nccl.broadcast(buf, root));
+        self.ok(self.nccl.broadcast(buf, root, &|| self.control.peers_alive()));
     }
 
     fn all_reduce_sum(&self, buf: &mut [f32]) {
-        self.ok(self.nccl.all_reduce_sum(buf));
+        self.ok(self.nccl.all_reduce_sum(buf, &|| self.control.peers_alive()));
     }
 
     fn barrier(&self) {
-        self.ok(self.nccl.all_reduce_sum(&mut [0.0]));
+        self.ok(self.nccl.all_reduce_sum(&mut [0.0], &|| self.control.peers_alive()));
     }
 
     fn broken(&self) -> Option<String> {

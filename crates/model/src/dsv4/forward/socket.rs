@@ -1,6 +1,6 @@
 //! Ranks as processes of one machine: a collective over Unix-domain sockets, rank 0 the hub every other rank connects to.
 
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Mutex;
@@ -117,6 +117,27 @@ impl SocketCollective {
             links: Mutex::new(links),
             broken: Mutex::new(None),
         }
+    }
+
+    /// Whether every linked rank is still connected, without reading anything; an `Err` names one that is gone (for transports beside these sockets).
+    pub fn peers_alive(&self) -> Result<(), String> {
+        let mut links = self.links.lock().map_err(|_| "collective links poisoned".to_string())?;
+        for l in links.iter_mut() {
+            // Filling the buffer without waiting reads nothing away: pending bytes stay for the next round.
+            let closed = l.rx.get_ref().set_nonblocking(true).is_err()
+                || match l.rx.fill_buf() {
+                    Ok(pending) => pending.is_empty(),
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                };
+            let _ = l.rx.get_ref().set_nonblocking(false);
+            if closed {
+                return Err(format!(
+                    "rank {} stopped (its connection closed); the rank group is down, restart to serve again",
+                    l.rank
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Runs one round over the links; an I/O failure breaks the collective for good, naming the rank it came from.
@@ -301,6 +322,7 @@ mod tests {
                 if let Some(g) = g {
                     assert_eq!(g.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![1, 2, 3]);
                 }
+                assert_eq!(c.peers_alive(), Ok(()), "no rank leaves before the barrier");
                 c.barrier();
             }
             seen
@@ -321,9 +343,15 @@ mod tests {
             let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.all_gather(&[1.0])));
             let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.barrier()));
             let why = |p: Box<dyn std::any::Any + Send>| p.downcast_ref::<String>().cloned().unwrap_or_default();
-            vec![first.err().map(why), second.err().map(why)]
+            let alive = if c.rank() == 0 { c.peers_alive().err() } else { None };
+            vec![first.err().map(why), second.err().map(why), alive]
         });
         let why = out[0][0].clone().expect("the hub's gather fails");
+        assert!(
+            out[0][2].as_deref().is_some_and(|w| w.contains("rank 2 stopped")),
+            "{:?}",
+            out[0]
+        );
         assert!(why.contains("rank 2 stopped"), "{why}");
         assert_eq!(
             out[0][1].as_deref(),
