@@ -78,7 +78,7 @@ impl Nccl {
             .map_err(|e| format!("NCCL on the stream: {e:?}"))?
         {
             polls = polls.wrapping_add(1);
-            if polls % 256 == 0
+            if polls.is_multiple_of(256)
                 && let Err(why) = alive()
             {
                 // Dropping a communicator aborts it, which ends the collective the dead peer left waiting.
