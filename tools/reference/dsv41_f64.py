@@ -7,7 +7,7 @@ row's logits and a greedy continuation.
 
 Arithmetic: every weight dequantized exactly; activations in f64 with no bf16 or act_quant rounding; the fake-quant
 round trips the specification names are applied (window KV FP8 per 32, compressed KV FP4 with e4m3 scales per 16,
-indexer queries and keys FP4 with ue8m0 scales per 32). The DSpark stages (mtp.*) are not part of this forward.
+indexer queries and keys FP4 with ue8m0 scales per 32). The DSpark stages (mtp.*) are in dsv41_dspark_f64.py.
 """
 
 import hashlib

@@ -57,7 +57,7 @@ pub struct GenerateArgs {
     /// Generate without drafts (the serial reference; the tokens are the same).
     #[arg(long)]
     no_drafts: bool,
-    /// Chained MTP drafts per round (0 drafts by context copies only).
+    /// Model drafts per round: chained MTP (V4) or a DSpark block, at most 5 (V4.1); 0 drafts by context copies only.
     #[arg(long, default_value_t = DraftConfig::default().mtp_drafts)]
     mtp_drafts: usize,
     /// KV cache memory in GiB (every sequence's state lives in its blocks); default: 8192 blocks; the pool gets as many 128-token blocks as fit.

@@ -150,7 +150,7 @@ fn text_report(
         let kv: KvBytes = Summary::kv_bytes(c, n);
         let _ = writeln!(
             w,
-            "memory at {n} tokens: cache {} per sequence (window {}, compressed {}, indexer {}, compressor state {}); weights + 1 sequence {}",
+            "memory at {n} tokens: cache {} per sequence in the pool (window rings {}, compressed {}, indexer {}, compressor state {}); weights + 1 sequence {}",
             size(kv.total()),
             size(kv.window),
             size(kv.compressed),

@@ -43,13 +43,13 @@ pub struct ServeArgs {
     /// Requests that may wait beyond --parallel before 429.
     #[arg(long, default_value_t = 256)]
     max_queue: usize,
-    /// KV cache memory in GiB (every sequence's state lives in its blocks); default: room for --parallel requests of --context tokens; the pool gets as many 128-token blocks as fit.
+    /// KV cache memory in GiB (sequences' blocks, and room for the state a running request keeps outside them); default: room for --parallel requests of --context tokens; the pool gets as many 128-token blocks as fit.
     #[arg(long)]
     kv_cache_gib: Option<f64>,
     /// Serve every request without drafts (the serial reference).
     #[arg(long)]
     no_drafts: bool,
-    /// Chained MTP drafts per round (0 drafts by context copies only).
+    /// Model drafts per round: chained MTP (V4) or a DSpark block, at most 5 (V4.1); 0 drafts by context copies only.
     #[arg(long, default_value_t = tensorfold_engine::DraftConfig::default().mtp_drafts)]
     mtp_drafts: usize,
     /// CPU threads.

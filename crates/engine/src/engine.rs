@@ -12,6 +12,7 @@ use crate::draft::{DraftConfig, DraftLane, Drafter};
 use crate::pool::{BLOCK_TOKENS, BlockPool};
 use crate::prefix;
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
+use crate::reserve::Reservations;
 use crate::runner::Runner;
 use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
 use crate::scheduler::{Lane, plan, preemption_victim};
@@ -24,7 +25,7 @@ pub struct EngineConfig {
     pub token_budget: usize,
     /// Requests per lane round.
     pub max_lanes: usize,
-    /// Cache blocks of 128 tokens in the pool (`BlockLayout::blocks_in` sizes it from memory); each running request reserves the blocks of its prompt plus max_tokens at admission.
+    /// Cache blocks of 128 tokens in the pool (`BlockLayout::blocks_in` sizes it from memory); each running request reserves the blocks of its prompt plus max_tokens, and room for the state it keeps outside them, at admission.
     pub pool_blocks: usize,
     /// Keep prompt blocks for later prompts that share them (free ones are reused least recently used first).
     pub prefix_cache: bool,
@@ -55,8 +56,10 @@ pub struct EngineStats {
     pub blocks_used: usize,
     /// Free blocks kept for prefix reuse.
     pub blocks_cached: usize,
-    /// Blocks the running requests reserved at admission (at least those they hold).
+    /// Blocks the running requests reserved at admission (at least those they hold, and `blocks_state`).
     pub blocks_reserved: usize,
+    /// Blocks held out of the pool so that its memory covers the most state running requests can keep outside it.
+    pub blocks_state: usize,
     /// Bytes of one block: all of a sequence's state for its tokens.
     pub block_bytes: usize,
     /// Bytes the running sequences hold outside the pool (projections of unfinished compression windows, the MTP stream, rollback rows).
@@ -90,6 +93,8 @@ struct Req {
     admitted_at: u64,
     /// Proposed tokens after the last sampled one, for the next round.
     drafts: Vec<u32>,
+    /// The most bytes this request's sequence holds outside its blocks.
+    state_bytes: usize,
 }
 
 impl Req {
@@ -137,7 +142,7 @@ pub struct Engine {
     drafter: Drafter,
     next_id: u64,
     /// Blocks reserved by running requests.
-    reserved: usize,
+    reserved: Reservations,
     stats: EngineStats,
 }
 
@@ -163,6 +168,7 @@ fn size(bytes: u64) -> String {
 impl Engine {
     pub fn new(runner: Box<dyn Runner>, cfg: EngineConfig) -> Engine {
         Engine {
+            reserved: Reservations::new(runner.layout().bytes()),
             runner,
             cfg,
             reqs: BTreeMap::new(),
@@ -170,7 +176,6 @@ impl Engine {
             pool: BlockPool::new(cfg.pool_blocks),
             drafter: Drafter::new(cfg.drafts),
             next_id: 1,
-            reserved: 0,
             stats: EngineStats::default(),
         }
     }
@@ -210,13 +215,14 @@ impl Engine {
             ));
         }
         let need = prompt.len() + params.max_tokens;
-        let pool_tokens = self.cfg.pool_blocks.saturating_mul(BLOCK_TOKENS);
+        let pool_tokens = self.pool_tokens();
         let limit = self.runner.max_context().min(pool_tokens);
         if need > limit {
             let room = limit.saturating_sub(prompt.len());
             let pool = if limit == pool_tokens {
+                let state = self.cfg.pool_blocks - pool_tokens / BLOCK_TOKENS;
                 format!(
-                    " (the cache pool holds {} blocks of {BLOCK_TOKENS} tokens, {pool_tokens} tokens in {})",
+                    " (the cache pool holds {} blocks of {BLOCK_TOKENS} tokens in {}; {state} of them cover the state a request keeps outside its blocks, leaving {pool_tokens} tokens)",
                     self.cfg.pool_blocks,
                     size(self.cfg.pool_blocks as u64 * block_bytes as u64)
                 )
@@ -240,6 +246,7 @@ impl Engine {
         let id = RequestId(self.next_id);
         self.next_id += 1;
         let key = params.seed.unwrap_or_else(|| prompt_key(&prompt));
+        let state_bytes = self.state_bytes(need);
         let usage = Usage {
             prompt_tokens: prompt.len(),
             ..Default::default()
@@ -258,9 +265,23 @@ impl Engine {
             seq: SeqSlot(id.0 as u32),
             admitted_at: 0,
             drafts: Vec::new(),
+            state_bytes,
         };
         self.reqs.insert(id, req);
         Ok(id)
+    }
+
+    /// The most bytes a sequence of `tokens` positions holds outside its blocks.
+    fn state_bytes(&self, tokens: usize) -> usize {
+        SeqCache::max_floats(self.runner.geometry(), tokens) * size_of::<f32>()
+    }
+
+    /// The most tokens one request can hold in the pool, beside the blocks that cover its state.
+    fn pool_tokens(&self) -> usize {
+        let blocks = self.cfg.pool_blocks;
+        let tokens = blocks.saturating_mul(BLOCK_TOKENS);
+        let state = self.reserved.state_blocks(self.state_bytes(tokens));
+        blocks.saturating_sub(state).saturating_mul(BLOCK_TOKENS)
     }
 
     /// Ends a request early with `finish_reason` abort.
@@ -278,9 +299,10 @@ impl Engine {
             running,
             waiting: self.reqs.len() - running,
             blocks_total: self.pool.total(),
-            blocks_used: self.pool.used(),
+            blocks_used: self.pool.used() - self.reserved.held(),
             blocks_cached: self.pool.cached(),
-            blocks_reserved: self.reserved,
+            blocks_reserved: self.reserved.total(),
+            blocks_state: self.reserved.held(),
             block_bytes: self.runner.layout().bytes(),
             seq_state_bytes: self.cache.seqs.values().map(SeqCache::floats).sum::<usize>() * size_of::<f32>(),
             evictions: self.pool.evictions(),
@@ -303,18 +325,18 @@ impl Engine {
             if blocked && !background {
                 continue;
             }
-            let need = self.reqs[&id].need_blocks();
+            let (need, state) = (self.reqs[&id].need_blocks(), self.reqs[&id].state_bytes);
             let total = self.pool.total();
             // Preempting is wasted work unless sending every background request back would make room.
-            let room_after = total + self.background_reserved() - self.reserved;
-            if !background && need <= room_after {
-                while self.reserved + need > total && self.preempt_background() {}
+            let (bg_need, bg_state) = self.background_reserved();
+            if !background && self.reserved.without(bg_need, bg_state).with(need, state) <= total {
+                while self.reserved.with(need, state) > total && self.preempt_background() {}
             }
-            if self.reserved + need > total {
+            if self.reserved.with(need, state) > total {
                 blocked |= !background;
                 continue;
             }
-            self.reserved += need;
+            self.reserved.add(&mut self.pool, &mut self.cache.store, need, state);
             let round = self.stats.rounds;
             let r = self.reqs.get_mut(&id).expect("waiting request");
             r.phase = Phase::Running;
@@ -339,13 +361,12 @@ impl Engine {
         }
     }
 
-    /// Blocks reserved by running background requests.
-    fn background_reserved(&self) -> usize {
+    /// Blocks and state bytes reserved by running background requests.
+    fn background_reserved(&self) -> (usize, usize) {
         self.reqs
             .values()
             .filter(|r| r.phase == Phase::Running && r.params.priority == Priority::Background)
-            .map(Req::need_blocks)
-            .sum()
+            .fold((0, 0), |(n, s), r| (n + r.need_blocks(), s + r.state_bytes))
     }
 
     /// Sends the most recently admitted background request back to waiting; false when there is none.
@@ -363,8 +384,9 @@ impl Engine {
         r.fed = 0;
         r.drafts.clear();
         r.usage.preemptions += 1;
-        self.reserved -= r.need_blocks();
+        let (need, state) = (r.need_blocks(), r.state_bytes);
         tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
+        self.reserved.remove(&mut self.pool, &mut self.cache.store, need, state);
         self.stats.preemptions += 1;
         true
     }
@@ -625,10 +647,11 @@ impl Engine {
 
     fn release(&mut self, id: RequestId) -> Option<Req> {
         let r = self.reqs.remove(&id)?;
-        if r.phase == Phase::Running {
-            self.reserved -= r.need_blocks();
-        }
         tables::free_seq(&mut self.pool, &mut self.cache, r.seq);
+        if r.phase == Phase::Running {
+            self.reserved
+                .remove(&mut self.pool, &mut self.cache.store, r.need_blocks(), r.state_bytes);
+        }
         Some(r)
     }
 

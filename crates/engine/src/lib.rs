@@ -9,6 +9,7 @@ pub mod pool;
 pub mod prefix;
 pub mod ranks;
 pub mod request;
+pub mod reserve;
 pub mod runner;
 pub mod sampler;
 pub mod scheduler;

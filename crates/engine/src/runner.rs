@@ -3,13 +3,14 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use tensorfold_model::dsv4::batch::Batch;
+use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::blocks::BlockLayout;
 use tensorfold_model::dsv4::cache::{CacheGeometry, Dsv4Cache};
 use tensorfold_model::dsv4::forward::device::Device;
 use tensorfold_model::dsv4::forward::parallel::RankGroup;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
 use tensorfold_model::dsv41::forward::Dsv41Model;
+use tensorfold_model::dsv41::forward::dspark::Draft;
 
 /// What a pass returns: logits of the rows asked for, and the output streams of every row.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +31,19 @@ pub trait Runner: Send {
         cache: &mut Dsv4Cache,
         logit_rows: &[usize],
     ) -> Result<Rows, String>;
+    /// Drafts of a block the model makes itself (DeepSeek V4.1's DSpark), per lane `(sequence, token sampled after its last position)`; `pick(lane, j, logits)` draws draft j. Reads the cache only.
+    fn draft_block(
+        &self,
+        _lanes: &[(SeqSlot, u32)],
+        _cache: &Dsv4Cache,
+        _pick: &mut dyn FnMut(usize, usize, &[f32]) -> u32,
+    ) -> Result<Vec<Vec<Draft>>, String> {
+        Err("this model has no block drafter".into())
+    }
+    /// Drafts `draft_block` makes per lane; 0 when the model has none.
+    fn block_drafts(&self) -> usize {
+        0
+    }
     /// The shape of each sequence's state (windows, compressors, MTP layers).
     fn geometry(&self) -> &dyn CacheGeometry;
     /// Where each layer's state sits in a cache block.
@@ -144,7 +158,7 @@ impl Runner for Dsv4Runner {
     }
 }
 
-/// DeepSeek V4.1 on the CPU (drafts from context copies; the DSpark stages are not run).
+/// DeepSeek V4.1 on the CPU (model drafts from its DSpark stages).
 pub struct Dsv41Runner {
     pub model: Dsv41Model,
     pub launch: tensorfold_kernels::cpu::CpuLaunch,
@@ -162,7 +176,23 @@ impl Runner for Dsv41Runner {
     }
 
     fn forward_mtp(&self, _: &Batch, _: &[f32], _: &mut Dsv4Cache, _: &[usize]) -> Result<Rows, String> {
-        Err("DeepSeek V4.1 has no V4 MTP layer; its DSpark drafter is not available, use context drafts".into())
+        Err("DeepSeek V4.1 has no V4 MTP layer; its model drafts come from the DSpark stages".into())
+    }
+
+    fn draft_block(
+        &self,
+        lanes: &[(SeqSlot, u32)],
+        cache: &Dsv4Cache,
+        pick: &mut dyn FnMut(usize, usize, &[f32]) -> u32,
+    ) -> Result<Vec<Vec<Draft>>, String> {
+        self.model.dspark_draft(lanes, cache, self.launch, pick)
+    }
+
+    fn block_drafts(&self) -> usize {
+        match self.model.weights.dspark {
+            Some(_) => self.model.config.dspark_block_size,
+            None => 0,
+        }
     }
 
     fn geometry(&self) -> &dyn CacheGeometry {

@@ -51,8 +51,13 @@ fn a_prefix_hit_shares_blocks_instead_of_copying_them() {
     );
     e.step();
     let s = e.stats();
-    // Both hold the two shared blocks and one of their own: four blocks in use, not six.
-    assert_eq!((s.blocks_used, s.blocks_cached, s.blocks_reserved), (4, 0, 6), "{s:?}");
+    // Both hold the two shared blocks and one of their own: four blocks in use, not six (beside those held out for their state).
+    let state = s.blocks_state;
+    assert_eq!(
+        (s.blocks_used, s.blocks_cached, s.blocks_reserved),
+        (4, 0, 6 + state),
+        "{s:?}"
+    );
     drain(&mut e);
     let want = cold(&p, &gp);
     assert_eq!(first.lock().unwrap().sha, want.sha);
@@ -71,10 +76,11 @@ fn a_prefix_hit_shares_blocks_instead_of_copying_them() {
 fn eviction_under_pressure_equals_a_cold_cache() {
     let (p, q) = (prompt(300, 22), prompt(300, 23));
     let gp = params(7, 3);
-    // Three blocks: a 300-token prompt plus 3 tokens holds all of them.
+    // A 300-token prompt plus 3 tokens holds three blocks, and the state it keeps outside them the rest.
+    let pool_blocks = 3 + common::state_blocks();
     let mut e = engine(
         EngineConfig {
-            pool_blocks: 3,
+            pool_blocks,
             ..Default::default()
         },
         1,
@@ -98,10 +104,11 @@ fn eviction_under_pressure_equals_a_cold_cache() {
 
 #[test]
 fn a_cancel_frees_the_request_blocks_before_the_next_round() {
+    let state = common::state_blocks();
     let mut e = engine(
         EngineConfig {
             token_budget: 64,
-            pool_blocks: 4,
+            pool_blocks: 4 + state,
             ..Default::default()
         },
         1,
@@ -110,7 +117,7 @@ fn a_cancel_frees_the_request_blocks_before_the_next_round() {
     let id = e.submit(prompt(400, 24), params(8, 100), long_sink).unwrap();
     let short = submit(&mut e, prompt(30, 25), params(9, 2));
     assert!(e.step());
-    assert_eq!(e.stats().blocks_reserved, 4, "{:?}", e.stats());
+    assert_eq!(e.stats().blocks_reserved, 4 + state, "{:?}", e.stats());
     let waiting = e.stats().waiting;
     assert_eq!(waiting, 1, "the short request waits for a block");
     for _ in 0..4 {

@@ -220,7 +220,7 @@ fn drafts_off_in_the_engine_config_run_none() {
 fn resumed_prefixes_and_preempted_replays_draft_exactly() {
     let cfg = EngineConfig {
         token_budget: 64,
-        pool_blocks: 2,
+        pool_blocks: common::pool(2),
         drafts: with_mtp(),
         ..Default::default()
     };

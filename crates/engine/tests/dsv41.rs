@@ -10,6 +10,7 @@ use tensorfold_engine::runner::load_runner;
 use tensorfold_engine::sampler::SamplingParams;
 use tensorfold_engine::{Engine, EngineConfig, FinishReason, GenerateParams};
 use tensorfold_kernels::cpu::CpuLaunch;
+use tensorfold_model::checkpoint::Checkpoint;
 use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
 
 fn dir() -> &'static Path {
@@ -30,12 +31,75 @@ fn dir() -> &'static Path {
     .path()
 }
 
+/// The tiny synth with every block's output and the Markov head scaled by 2^-12 and the last stage's norm set to the main one, so a DSpark block's first draft nearly repeats the target (a stand-in for a trained drafter).
+fn quiet_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = SynthOptions {
+            preset: Dsv41Preset::Tiny,
+            seed: 5,
+            out: dir.path().to_path_buf(),
+            shard_bytes: synth::DEFAULT_SHARD_BYTES,
+            chat_template: true,
+            force: false,
+        };
+        synth::write_dsv41(&opts).unwrap();
+        quiet(dir.path());
+        dir
+    })
+    .path()
+}
+
+/// Patches the checkpoint in `dir` in place (see `quiet_dir`).
+fn quiet(dir: &Path) {
+    let ckpt = Checkpoint::open(dir).unwrap();
+    let t = ckpt.tensors();
+    let last = format!("mtp.{}", 2);
+    let mut patches: Vec<(std::path::PathBuf, std::ops::Range<usize>, Vec<u8>)> = Vec::new();
+    for (name, e) in t {
+        let bytes = ckpt.get(name).unwrap().bytes.to_vec();
+        let output = ["wo_b.scale", "w2.scale", "engram.wkv.scale"]
+            .iter()
+            .any(|s| name.ends_with(s));
+        let new = if output {
+            // e8m0 scales: 2^-12 times the weight.
+            bytes.iter().map(|&b| b.saturating_sub(12)).collect()
+        } else if name == &format!("{last}.markov_head.head.weight") {
+            let words = bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]]));
+            let scaled = words.map(|w| {
+                if (w >> 7) & 0xff > 12 {
+                    w - (12 << 7)
+                } else {
+                    w & 0x8000
+                }
+            });
+            scaled.flat_map(u16::to_le_bytes).collect()
+        } else if name == &format!("{last}.norm.weight") {
+            ckpt.get("norm.weight").unwrap().bytes.to_vec()
+        } else {
+            continue;
+        };
+        patches.push((ckpt.file_of(e).to_path_buf(), e.file_bytes(), new));
+    }
+    drop(ckpt);
+    for (path, range, new) in patches {
+        let mut file = std::fs::read(&path).unwrap();
+        file[range].copy_from_slice(&new);
+        std::fs::write(&path, file).unwrap();
+    }
+}
+
 fn engine(cfg: EngineConfig, threads: usize) -> Engine {
+    engine_in(dir(), cfg, threads)
+}
+
+fn engine_in(dir: &Path, cfg: EngineConfig, threads: usize) -> Engine {
     let launch = CpuLaunch {
         threads,
         ..CpuLaunch::serial()
     };
-    Engine::new(load_runner(dir(), launch.into()).unwrap().runner, cfg)
+    Engine::new(load_runner(dir, launch.into()).unwrap().runner, cfg)
 }
 
 fn params(temperature: f32, seed: u64, max_tokens: usize, draft: bool) -> GenerateParams {
@@ -54,7 +118,11 @@ fn params(temperature: f32, seed: u64, max_tokens: usize, draft: bool) -> Genera
 }
 
 fn solo(cfg: EngineConfig, p: &[u32], gp: &GenerateParams) -> Done {
-    let mut e = engine(cfg, 1);
+    solo_in(dir(), cfg, p, gp)
+}
+
+fn solo_in(dir: &Path, cfg: EngineConfig, p: &[u32], gp: &GenerateParams) -> Done {
+    let mut e = engine_in(dir, cfg, 1);
     let d = submit(&mut e, p.to_vec(), gp.clone());
     drain(&mut e);
     let d = d.lock().unwrap().clone();
@@ -206,5 +274,99 @@ fn resumed_prefix_equals_fresh() {
         third.sha,
         solo(fresh_cfg, &longer, &gp).sha,
         "resumed longer prompt differs from fresh"
+    );
+}
+
+/// DSpark blocks as the only drafts: up to 5 a round, no context copies.
+fn dspark_cfg(token_budget: usize) -> EngineConfig {
+    EngineConfig {
+        token_budget,
+        drafts: tensorfold_engine::DraftConfig {
+            mtp_drafts: 5,
+            context_drafts: 0,
+        },
+        ..Default::default()
+    }
+}
+
+#[test]
+fn dspark_drafted_concurrent_equals_draft_false_solo() {
+    let prompts: Vec<Vec<u32>> = (0..4).map(|i| prompt(3 + 11 * i, 50 + i as u32)).collect();
+    let temps = [0.0, 0.7, 1.0, 0.0];
+    let serial: Vec<Done> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| solo_in(quiet_dir(), dspark_cfg(64), p, &params(t, i as u64, 14, false)))
+        .collect();
+    let mut e = engine_in(quiet_dir(), dspark_cfg(64), 2);
+    let handles: Vec<_> = prompts
+        .iter()
+        .zip(temps)
+        .enumerate()
+        .map(|(i, (p, t))| submit(&mut e, p.clone(), params(t, i as u64, 14, true)))
+        .collect();
+    drain(&mut e);
+    let (mut drafted, mut accepted) = ([0; 2], [0; 2]);
+    for (i, (h, s)) in handles.iter().zip(&serial).enumerate() {
+        let d = h.lock().unwrap();
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        assert_eq!(
+            d.sha, s.sha,
+            "request {i}: DSpark-drafted {:?} vs serial {:?}",
+            d.tokens, s.tokens
+        );
+        let sampled = (temps[i] != 0.0) as usize;
+        drafted[sampled] += d.usage.drafted;
+        accepted[sampled] += d.usage.accepted;
+    }
+    eprintln!(
+        "dsv41 DSpark: greedy {} of {} drafts accepted, sampled {} of {}",
+        accepted[0], drafted[0], accepted[1], drafted[1]
+    );
+    assert!(drafted.iter().all(|&n| n > 0), "DSpark drafts proposed: {drafted:?}");
+    assert!(
+        accepted.iter().all(|&n| n > 0),
+        "DSpark drafts accepted, greedy and sampled: {accepted:?} of {drafted:?}"
+    );
+    assert!(
+        accepted[0] < drafted[0] || accepted[1] < drafted[1],
+        "some drafts rejected"
+    );
+}
+
+#[test]
+fn dspark_drafted_resumed_prefix_equals_fresh() {
+    let p = prompt(300, 18);
+    let serial = solo_in(quiet_dir(), dspark_cfg(512), &p, &params(0.0, 4, 9, false));
+    let gp = params(0.0, 4, 9, true);
+    let fresh = solo_in(
+        quiet_dir(),
+        EngineConfig {
+            prefix_cache: false,
+            ..dspark_cfg(512)
+        },
+        &p,
+        &gp,
+    );
+    assert_eq!(fresh.sha, serial.sha, "fresh drafted differs from `draft: false`");
+    assert!(fresh.usage.drafted > 0, "DSpark drafts proposed");
+    eprintln!(
+        "dsv41 DSpark fresh: {} of {} drafts accepted",
+        fresh.usage.accepted, fresh.usage.drafted
+    );
+    let mut e = engine_in(quiet_dir(), dspark_cfg(512), 1);
+    let first = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    let second = submit(&mut e, p.clone(), gp.clone());
+    drain(&mut e);
+    assert_eq!(first.lock().unwrap().sha, fresh.sha);
+    let second = second.lock().unwrap();
+    assert_eq!(second.usage.cached_tokens, 256, "two 128-token blocks resumed");
+    assert_eq!(second.sha, fresh.sha, "resumed drafted differs from fresh");
+    assert_eq!(
+        (second.usage.drafted, second.usage.accepted),
+        (fresh.usage.drafted, fresh.usage.accepted),
+        "the resumed request drafts as the fresh one"
     );
 }

@@ -85,7 +85,7 @@ fn random_interleavings_never_lose_or_duplicate_a_token() {
         let cfg = EngineConfig {
             token_budget: 8 + rng.below(120) as usize,
             max_lanes: 1 + rng.below(6) as usize,
-            pool_blocks: 1 + rng.below(3) as usize,
+            pool_blocks: common::pool(1 + rng.below(3) as usize),
             prefix_cache: rng.below(3) != 0,
             drafts: [
                 DraftConfig::default(),
@@ -211,7 +211,7 @@ fn a_stop_token_ends_the_request_and_ignore_eos_keeps_going() {
 fn background_work_is_preempted_only_when_that_makes_room() {
     let cfg = EngineConfig {
         token_budget: 128,
-        pool_blocks: 3,
+        pool_blocks: common::pool(3),
         prefix_cache: false,
         ..Default::default()
     };
@@ -243,7 +243,7 @@ fn background_work_is_preempted_only_when_that_makes_room() {
 fn a_large_waiting_request_is_not_passed_over_forever_by_small_ones() {
     let cfg = EngineConfig {
         token_budget: 256,
-        pool_blocks: 3,
+        pool_blocks: common::pool(3),
         prefix_cache: false,
         ..Default::default()
     };
@@ -281,7 +281,7 @@ fn clients_on_several_threads_submit_and_cancel_through_the_handle() {
     let handle = EngineHandle::spawn(engine(
         EngineConfig {
             token_budget: 64,
-            pool_blocks: 3,
+            pool_blocks: common::pool(3),
             ..Default::default()
         },
         1,

@@ -180,7 +180,7 @@ fn preempted_background_request_replays_exactly() {
     let fg_params = params(0.7, Some(2), 4);
     let cfg = EngineConfig {
         token_budget: 32,
-        pool_blocks: 1,
+        pool_blocks: common::pool(1),
         prefix_cache: false,
         ..Default::default()
     };
@@ -207,7 +207,7 @@ fn preempted_background_request_replays_exactly() {
 fn impossible_requests_are_refused_with_what_would_fit() {
     let mut e = engine(
         EngineConfig {
-            pool_blocks: 1,
+            pool_blocks: common::pool(1),
             ..Default::default()
         },
         1,
@@ -216,7 +216,7 @@ fn impossible_requests_are_refused_with_what_would_fit() {
         .submit(prompt(90, 1), params(0.0, None, 50), Box::new(|_| {}))
         .unwrap_err();
     assert!(err.contains("lower max_tokens to 38"), "{err}");
-    assert!(err.contains("1 blocks of 128"), "{err}");
+    assert!(err.contains("leaving 128 tokens"), "{err}");
     let err = e
         .submit(prompt(128, 1), params(0.0, None, 1), Box::new(|_| {}))
         .unwrap_err();

@@ -185,7 +185,7 @@ fn two_threads_equal_one() {
 
 #[test]
 fn eviction_and_memory_pressure_change_nothing_but_speed() {
-    for pool_blocks in [3, 5] {
+    for pool_blocks in [common::pool(3), common::pool(5)] {
         let small = EngineConfig {
             pool_blocks,
             ..cfg(8, 128)
@@ -195,7 +195,7 @@ fn eviction_and_memory_pressure_change_nothing_but_speed() {
         assert!(stats.evictions > 0, "the pool ran short ({pool_blocks} blocks)");
     }
     let tight = EngineConfig {
-        pool_blocks: 6,
+        pool_blocks: common::pool(6),
         ..cfg(8, 96)
     };
     for arrival in [Arrival::Together, Arrival::Bursts { size: 6, rounds: 4 }] {

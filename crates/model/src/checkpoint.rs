@@ -26,6 +26,13 @@ pub struct TensorEntry {
     bytes: std::ops::Range<usize>,
 }
 
+impl TensorEntry {
+    /// Where the tensor's bytes lie in its file.
+    pub fn file_bytes(&self) -> std::ops::Range<usize> {
+        self.bytes.clone()
+    }
+}
+
 /// A borrowed view of one tensor's bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorView<'a> {

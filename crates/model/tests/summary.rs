@@ -1,6 +1,8 @@
 //! Parameter and memory figures against DeepSeek's published V4-Flash sizes.
 
 use tensorfold_model::dsv4::Summary;
+use tensorfold_model::dsv4::blocks::BlockLayout;
+use tensorfold_model::dsv4::cache::SeqCache;
 use tensorfold_model::synth::Preset;
 
 fn flash(layers: usize) -> tensorfold_model::config::dsv4::Dsv4Config {
@@ -21,16 +23,25 @@ fn flash_totals_match_published_sizes() {
 }
 
 #[test]
-fn cache_grows_with_compressed_entries_only() {
+fn cache_memory_is_the_pool_blocks_and_the_state_outside_them() {
     let c = flash(43);
-    let short = Summary::kv_bytes(&c, 1024);
-    let long = Summary::kv_bytes(&c, 1 << 20);
-    assert_eq!(short.window, long.window, "the window is bounded");
-    assert_eq!(short.compressor_state, long.compressor_state);
+    let block = BlockLayout::new(&c).bytes() as u64;
+    let outside = SeqCache::max_floats(&c, 0) as u64 * 4;
+    for n in [1u64, 128, 129, 65_536] {
+        let kv = Summary::kv_bytes(&c, n);
+        assert_eq!(kv.total(), n.div_ceil(128) * block + outside, "{n} tokens: {kv:?}");
+    }
+    let (one, two) = (Summary::kv_bytes(&c, 128), Summary::kv_bytes(&c, 256));
     let csa_layers = c.compress_ratios.iter().filter(|&&r| r == 4).count() as u64;
     let hca_layers = c.compress_ratios.iter().filter(|&&r| r == 128).count() as u64;
-    let per_token = (csa_layers * 512 / 4 + hca_layers * 512 / 128 + csa_layers * 128 / 4) * 2;
-    assert_eq!(long.total() - short.total(), per_token * ((1 << 20) - 1024));
+    let entries = (csa_layers * 512 * 128 / 4 + hca_layers * 512 + csa_layers * 128 * 128 / 4) * 4;
+    assert_eq!(two.compressed + two.indexer - one.compressed - one.indexer, entries);
+    let rings = c.compress_ratios.len() as u64 * 128 * 512 * 4;
+    assert_eq!(
+        two.window - one.window,
+        rings,
+        "every block keeps a window ring per layer"
+    );
 }
 
 #[test]

@@ -28,6 +28,7 @@ pub struct Metrics {
     kv_bytes: Gauge,
     kv_used_bytes: Gauge,
     seq_state_bytes: Gauge,
+    seq_state_reserved_bytes: Gauge,
     vllm_running: Gauge,
     vllm_waiting: Gauge,
     vllm_gpu_cache: Gauge<f64, AtomicU64>,
@@ -57,6 +58,7 @@ impl Metrics {
             kv_bytes: Gauge::default(),
             kv_used_bytes: Gauge::default(),
             seq_state_bytes: Gauge::default(),
+            seq_state_reserved_bytes: Gauge::default(),
             vllm_running: Gauge::default(),
             vllm_waiting: Gauge::default(),
             vllm_gpu_cache: Gauge::default(),
@@ -98,7 +100,7 @@ impl Metrics {
         r.register("tensorfold_requests_waiting", "Requests waiting", m.waiting.clone());
         r.register(
             "tensorfold_kv_cache_usage_ratio",
-            "Cache pool blocks in use over the pool's blocks",
+            "Cache pool blocks in use (cache blocks and those held out for state) over the pool's blocks",
             m.kv_usage.clone(),
         );
         r.register(
@@ -113,8 +115,13 @@ impl Metrics {
         );
         r.register(
             "tensorfold_seq_state_bytes",
-            "Bytes running requests hold outside the cache pool (unfinished compression windows, MTP stream)",
+            "Bytes running requests hold outside the cache blocks (unfinished compression windows, MTP stream)",
             m.seq_state_bytes.clone(),
+        );
+        r.register(
+            "tensorfold_seq_state_reserved_bytes",
+            "Bytes of pool blocks held out to cover the most state running requests can hold outside the cache blocks",
+            m.seq_state_reserved_bytes.clone(),
         );
         // The Gateway API Inference Extension's model-server protocol (its proposal 003) reads vLLM's names.
         r.register("vllm:num_requests_running", "Requests running", m.vllm_running.clone());
@@ -144,7 +151,7 @@ impl Metrics {
         let usage = if stats.blocks_total == 0 {
             0.0
         } else {
-            stats.blocks_used as f64 / stats.blocks_total as f64
+            (stats.blocks_used + stats.blocks_state) as f64 / stats.blocks_total as f64
         };
         self.running.set(stats.running as i64);
         self.waiting.set(stats.waiting as i64);
@@ -155,6 +162,7 @@ impl Metrics {
         self.kv_bytes.set(bytes(stats.blocks_total));
         self.kv_used_bytes.set(bytes(stats.blocks_used));
         self.seq_state_bytes.set(stats.seq_state_bytes as i64);
+        self.seq_state_reserved_bytes.set(bytes(stats.blocks_state));
         self.vllm_gpu_cache.set(usage);
         self.vllm_kv_cache.set(usage);
         let mut out = String::new();
@@ -172,7 +180,8 @@ mod tests {
         let m = Metrics::new();
         let stats = EngineStats {
             blocks_total: 12,
-            blocks_used: 3,
+            blocks_used: 2,
+            blocks_state: 1,
             blocks_cached: 5,
             blocks_reserved: 9,
             block_bytes: 1000,
@@ -187,7 +196,8 @@ mod tests {
             assert!(text.contains(&format!("{name} 0.25")), "{name} in\n{text}");
         }
         assert!(text.contains("tensorfold_kv_cache_bytes 12000"), "{text}");
-        assert!(text.contains("tensorfold_kv_cache_used_bytes 3000"), "{text}");
+        assert!(text.contains("tensorfold_kv_cache_used_bytes 2000"), "{text}");
+        assert!(text.contains("tensorfold_seq_state_reserved_bytes 1000"), "{text}");
         assert!(
             m.render(&EngineStats::default())
                 .contains("vllm:kv_cache_usage_perc 0.0")

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use tensorfold_engine::pool::BLOCK_TOKENS;
 use tensorfold_engine::ranks::RankOptions;
+use tensorfold_engine::reserve::pool_blocks_for;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
 use tensorfold_model::tokenizer::Tokenizer;
@@ -136,7 +136,7 @@ pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
         max_lanes: cfg.parallel.max(1),
         pool_blocks: match cfg.kv_cache_bytes {
             Some(bytes) => loaded.runner.layout().blocks_in(bytes),
-            None => context.div_ceil(BLOCK_TOKENS).saturating_mul(cfg.parallel.max(1)),
+            None => pool_blocks_for(loaded.runner.as_ref(), context, cfg.parallel.max(1)),
         },
         drafts: if cfg.drafts {
             DraftConfig {

@@ -1,6 +1,7 @@
 //! Exact drafting: drafters propose tokens after each round, the next round runs them as extra rows of their lane, and verification keeps only what the target would have drawn.
 
 pub mod context;
+pub mod dspark;
 pub mod mtp;
 pub mod verify;
 
@@ -15,7 +16,7 @@ use mtp::MtpLane;
 /// How many tokens each kind of drafter may propose for a lane's next round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DraftConfig {
-    /// Chained MTP drafts; 0 turns the MTP drafter off.
+    /// Model drafts (V4's chained MTP, V4.1's DSpark block, at most its size); 0 turns the model drafter off.
     pub mtp_drafts: usize,
     /// Context-copy drafts; 0 turns proposers off.
     pub context_drafts: usize,
@@ -61,7 +62,7 @@ pub struct DraftLane<'a> {
     pub max_drafts: usize,
 }
 
-/// The drafters: context proposers first (in order), then the MTP layer.
+/// The drafters: context proposers first (in order), then the model's own (MTP layer or DSpark block).
 pub struct Drafter {
     pub cfg: DraftConfig,
     proposers: Vec<Box<dyn Proposer>>,
@@ -80,7 +81,7 @@ impl Drafter {
         self.proposers.insert(0, p);
     }
 
-    /// Brings each lane's MTP state up to the rows just kept and proposes every lane's drafts for its next round.
+    /// Brings each lane's MTP state up to the rows just kept (or drafts DSpark blocks) and proposes every lane's drafts for its next round.
     pub fn run(
         &mut self,
         runner: &dyn Runner,
@@ -89,6 +90,10 @@ impl Drafter {
         streams: &[f32],
     ) -> Result<Vec<Vec<u32>>, String> {
         let mut drafts: Vec<Vec<u32>> = lanes.iter().map(|l| self.propose(l)).collect();
+        if self.cfg.mtp_drafts > 0 && runner.block_drafts() > 0 {
+            dspark::run(runner, cache, lanes, &mut drafts, self.cfg.mtp_drafts)?;
+            return Ok(drafts);
+        }
         let geometry = runner.geometry();
         if self.cfg.mtp_drafts == 0 || geometry.num_mtp_layers() == 0 {
             return Ok(drafts);

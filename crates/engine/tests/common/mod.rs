@@ -134,6 +134,17 @@ pub fn drain(e: &mut Engine) {
     }
 }
 
+/// Blocks the engine holds out of the pool for the state one request on the tiny model keeps outside its blocks.
+pub fn state_blocks() -> usize {
+    let m = model();
+    (tensorfold_model::dsv4::cache::SeqCache::max_floats(&m.config, 0) * size_of::<f32>()).div_ceil(m.layout.bytes())
+}
+
+/// A pool with `blocks` blocks for tokens beside the blocks one running request's state takes.
+pub fn pool(blocks: usize) -> usize {
+    blocks + state_blocks()
+}
+
 pub fn prompt(n: usize, salt: u32) -> Vec<u32> {
     (0..n as u32)
         .map(|i| (i * 7919 + salt * 104_729) % 129_000 + 3)

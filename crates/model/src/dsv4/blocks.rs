@@ -182,6 +182,18 @@ impl BlockStore {
         self.spare.extend(blocks);
     }
 
+    /// Frees a block's memory (the owner lent the block to state kept outside the pool); a later write allocates it again.
+    pub fn drop_block(&mut self, id: BlockId) {
+        if let Some(d) = self.data.get_mut(id.0 as usize) {
+            *d = Vec::new();
+        }
+    }
+
+    /// Floats the store's blocks take.
+    pub fn allocated_floats(&self) -> usize {
+        self.data.iter().map(Vec::len).sum()
+    }
+
     fn block_mut(&mut self, id: BlockId, floats: usize) -> &mut [f32] {
         let i = id.0 as usize;
         if self.data.len() <= i {

@@ -183,6 +183,28 @@ impl SeqCache {
         layers.map(|s| s.kv.len() + s.gate.len()).sum::<usize>() + self.mtp_stream.len() + saved + self.tokens.len()
     }
 
+    /// The most `floats` a sequence of up to `tokens` positions holds between passes (projections of open windows, the MTP stream, the token look-back).
+    pub fn max_floats(config: &(impl CacheGeometry + ?Sized), tokens: usize) -> usize {
+        let (hd, ihd) = (config.head_dim(), config.index_head_dim());
+        let layers = (0..config.num_main_layers() + config.num_mtp_layers()).map(|i| {
+            let ratio = config.owned_ratio(i);
+            if ratio == 0 {
+                return 0;
+            }
+            // After a pass a state keeps the open window, and an overlapping (ratio-4) one also the finished window before it, each row twice as wide.
+            let (rows, wide) = if ratio == 4 { (2 * ratio - 1, 2) } else { (ratio - 1, 1) };
+            let index = if config.has_index_compressor(i) { ihd } else { 0 };
+            2 * rows * wide * (hd + index)
+        });
+        let stream = if config.num_mtp_layers() > 0 {
+            config.stream_width()
+        } else {
+            0
+        };
+        let look_back = if config.keeps_tokens() { tokens } else { 0 };
+        layers.sum::<usize>() + stream + look_back
+    }
+
     /// The next position `stage` will process.
     pub fn position(&self, stage: Stage) -> u32 {
         match stage {

@@ -2,14 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use super::blocks::{BLOCK_TOKENS, tail_rows};
+use super::cache::{CacheGeometry, SeqCache, blocks_for};
 use crate::config::dsv4::Dsv4Config;
 use crate::dtype::DType;
 use crate::manifest::TensorSpec;
-
-/// Bytes per cached value: entries are held in bf16 (the FP8/FP4 round-tripped values are exact in it).
-const CACHE_VALUE_BYTES: u64 = 2;
-/// Bytes per value of compressor running state (f32).
-const STATE_VALUE_BYTES: u64 = 4;
 
 /// Sizes of one model.
 #[derive(Clone, Debug, Default)]
@@ -24,7 +21,7 @@ pub struct Summary {
     pub bytes_by_dtype: BTreeMap<DType, u64>,
 }
 
-/// Per-sequence cache bytes at one context length.
+/// Per-sequence cache bytes at one context length: window rings, compressed entries, index keys, and compressor state with the MTP stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvBytes {
     pub window: u64,
@@ -77,26 +74,35 @@ impl Summary {
         self.bytes_by_dtype.values().sum()
     }
 
-    /// Cache bytes one sequence of `context` tokens needs across all layers, MTP included.
+    /// Memory the engine takes for one sequence of `context` tokens, MTP layers included: its pool blocks (f32 values; every block keeps its own window ring so a prefix resumes from it alone) and the most state it keeps outside them.
     pub fn kv_bytes(config: &Dsv4Config, context: u64) -> KvBytes {
         let c = config;
-        let hd = c.head_dim as u64;
-        let mut kv = KvBytes::default();
-        for &ratio in &c.compress_ratios {
-            kv.window += context.min(c.sliding_window as u64) * hd * CACHE_VALUE_BYTES;
+        let (window, hd, ihd) = (c.sliding_window(), c.head_dim(), c.index_head_dim());
+        let mut per_block = KvBytes::default();
+        for i in 0..c.num_main_layers() + c.num_mtp_layers() {
+            per_block.window += (window * hd) as u64;
+            let ratio = c.owned_ratio(i);
             if ratio == 0 {
                 continue;
             }
-            let ratio = ratio as u64;
-            kv.compressed += context / ratio * hd * CACHE_VALUE_BYTES;
-            let (width, slots) = if ratio == 4 { (2 * hd, 2 * ratio) } else { (hd, ratio) };
-            kv.compressor_state += slots * 2 * width * STATE_VALUE_BYTES;
-            if ratio == 4 {
-                let ihd = c.index_head_dim as u64;
-                kv.indexer += context / 4 * ihd * CACHE_VALUE_BYTES;
-                kv.compressor_state += 2 * ratio * 2 * 2 * ihd * STATE_VALUE_BYTES;
+            per_block.compressed += (BLOCK_TOKENS / ratio * hd) as u64;
+            if c.owns_index_keys(i) {
+                per_block.indexer += (BLOCK_TOKENS / ratio * ihd) as u64;
             }
+            let rows = if i < c.num_main_layers() { tail_rows(ratio) } else { 0 };
+            let index = if c.has_index_compressor(i) { ihd } else { 0 };
+            per_block.compressor_state += (2 * rows * 2 * (hd + index)) as u64;
         }
-        kv
+        if c.num_mtp_layers() > 0 {
+            per_block.compressor_state += c.stream_width() as u64;
+        }
+        let (blocks, f32_bytes) = (blocks_for(context as usize) as u64, size_of::<f32>() as u64);
+        let outside = SeqCache::max_floats(c, context as usize) as u64;
+        KvBytes {
+            window: per_block.window * blocks * f32_bytes,
+            compressed: per_block.compressed * blocks * f32_bytes,
+            indexer: per_block.indexer * blocks * f32_bytes,
+            compressor_state: (per_block.compressor_state * blocks + outside) * f32_bytes,
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The per-sequence state a V4.1 model keeps: a window per layer, a compressor per KV source, index keys per key owner, token ids for Engram.
+//! The per-sequence state a V4.1 model keeps: a window per layer and per DSpark ring, a compressor per KV source, index keys per key owner, token ids for Engram.
 
 use crate::config::dsv41::Dsv41TextConfig;
 use crate::dsv4::cache::CacheGeometry;
@@ -16,17 +16,18 @@ impl CacheGeometry for Dsv41TextConfig {
         self.index_head_dim
     }
 
+    /// The main layers, then one ring per DSpark stage: the main pass writes the rings at its own positions, so a mark of the main layers covers them.
     fn num_main_layers(&self) -> usize {
-        self.num_hidden_layers
+        self.num_hidden_layers + self.num_nextn_predict_layers
     }
 
-    /// The DSpark stages are not run yet, so they keep no state.
+    /// The DSpark stages keep no position of their own (their rings follow the main layers).
     fn num_mtp_layers(&self) -> usize {
         0
     }
 
     fn owned_ratio(&self, layer_idx: usize) -> usize {
-        if self.is_kv_source(layer_idx) {
+        if layer_idx < self.num_hidden_layers && self.is_kv_source(layer_idx) {
             self.compress_ratio(layer_idx)
         } else {
             0
@@ -34,7 +35,7 @@ impl CacheGeometry for Dsv41TextConfig {
     }
 
     fn owns_index_keys(&self, layer_idx: usize) -> bool {
-        Dsv41TextConfig::owns_index_keys(self, layer_idx)
+        layer_idx < self.num_hidden_layers && Dsv41TextConfig::owns_index_keys(self, layer_idx)
     }
 
     fn has_index_compressor(&self, _layer_idx: usize) -> bool {

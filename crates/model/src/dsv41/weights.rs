@@ -68,6 +68,8 @@ pub struct Moe {
     pub gate: Bf16,     // [E, D]
     pub bias: Vec<f32>, // [E]
     pub experts: Vec<Expert>,
+    /// Experts each row is routed to.
+    pub top_k: usize,
     pub shared: Option<[Dense; 3]>, // w1 [inter, D], w2 [D, inter], w3 [inter, D]
 }
 
@@ -93,13 +95,27 @@ pub struct Block {
     pub ffn: Moe,
 }
 
-/// Every weight of the main DeepSeek V4.1 model (the DSpark stages are not read here).
+/// The DSpark drafter `mtp.*`: its stages (ratio-0 blocks without Engram), the input projection of the target layers' mean streams, and the last stage's heads.
+#[derive(Clone, Debug)]
+pub struct Dspark {
+    pub stages: Vec<Block>,
+    pub main_proj: Dense,    // [D, targets * D]
+    pub main_norm: Vec<f32>, // [D]
+    pub norm: Vec<f32>,      // [D]
+    pub markov_embed: Bf16,  // [vocab, rank]
+    pub markov_head: Bf16,   // [vocab, rank]
+    pub confidence: Bf16,    // [1, D + rank]
+}
+
+/// Every weight of a DeepSeek V4.1 checkpoint's text model.
 #[derive(Clone, Debug)]
 pub struct Dsv41Weights {
     pub embed: Bf16, // [vocab, D]
     pub layers: Vec<Block>,
     pub norm: Vec<f32>,
     pub head: Bf16, // [vocab, D]
+    /// The DSpark stages, when the config has any.
+    pub dspark: Option<Dspark>,
 }
 
 /// Reads the DeepSeek V4.1 tensors.
@@ -145,8 +161,12 @@ impl Reader<'_> {
         }
     }
 
-    fn attention(&self, p: &str, layer_idx: usize) -> Attention {
+    /// Attention of main layer `layer_idx`, or of a DSpark stage (`None`: window only).
+    fn attention(&self, p: &str, layer_idx: Option<usize>) -> Attention {
         let c = self.config;
+        let Some(layer_idx) = layer_idx else {
+            return self.attention_core(p, None, None, None);
+        };
         let plan = c.layer_plan(layer_idx);
         let compressor = (plan.kv_source == Some(layer_idx)).then(|| Compressor {
             ratio: plan.ratio,
@@ -154,6 +174,24 @@ impl Reader<'_> {
             wgate: (plan.ratio == 2).then(|| self.bf16(&format!("{p}.compressor.wgate.weight"))),
             norm: self.f32s(&format!("{p}.compressor.norm.weight")),
         });
+        let index_keys = c.owns_index_keys(layer_idx).then(|| IndexKeys {
+            wk: self.bf16(&format!("{p}.indexer.wk.weight")),
+            k_norm: self.f32s(&format!("{p}.indexer.k_norm.weight")),
+        });
+        let index_query = plan.index_source.then(|| IndexQuery {
+            wq_b: self.dense(&format!("{p}.indexer.wq_b")),
+            weights_proj: self.bf16(&format!("{p}.indexer.weights_proj.weight")),
+        });
+        self.attention_core(p, compressor, index_keys, index_query)
+    }
+
+    fn attention_core(
+        &self,
+        p: &str,
+        compressor: Option<Compressor>,
+        index_keys: Option<IndexKeys>,
+        index_query: Option<IndexQuery>,
+    ) -> Attention {
         Attention {
             wq_a: self.dense(&format!("{p}.wq_a")),
             q_norm: self.f32s(&format!("{p}.q_norm.weight")),
@@ -164,29 +202,24 @@ impl Reader<'_> {
             wo_b: self.dense(&format!("{p}.wo_b")),
             attn_sink: self.f32s(&format!("{p}.attn_sink")),
             compressor,
-            index_keys: c.owns_index_keys(layer_idx).then(|| IndexKeys {
-                wk: self.bf16(&format!("{p}.indexer.wk.weight")),
-                k_norm: self.f32s(&format!("{p}.indexer.k_norm.weight")),
-            }),
-            index_query: plan.index_source.then(|| IndexQuery {
-                wq_b: self.dense(&format!("{p}.indexer.wq_b")),
-                weights_proj: self.bf16(&format!("{p}.indexer.weights_proj.weight")),
-            }),
+            index_keys,
+            index_query,
         }
     }
 
-    fn moe(&self, p: &str) -> Moe {
+    fn moe(&self, p: &str, num_experts: usize, top_k: usize) -> Moe {
         let c = self.config;
         Moe {
             gate: self.bf16(&format!("{p}.gate.weight")),
             bias: self.f32s(&format!("{p}.gate.bias")),
-            experts: (0..c.n_routed_experts)
+            experts: (0..num_experts)
                 .map(|e| Expert {
                     w1: self.mxfp4(&format!("{p}.experts.{e}.w1")),
                     w2: self.mxfp4(&format!("{p}.experts.{e}.w2")),
                     w3: self.mxfp4(&format!("{p}.experts.{e}.w3")),
                 })
                 .collect(),
+            top_k,
             shared: (c.n_shared_experts > 0)
                 .then(|| ["w1", "w2", "w3"].map(|w| self.dense(&format!("{p}.shared_experts.{w}")))),
         }
@@ -202,25 +235,43 @@ impl Reader<'_> {
         }
     }
 
-    fn block(&self, layer_idx: usize) -> Block {
-        let p = format!("layers.{layer_idx}");
+    /// Main block `layers.{layer_idx}` or DSpark stage `mtp.{stage}` (`layer_idx` `None`).
+    fn block(&self, p: &str, layer_idx: Option<usize>) -> Block {
+        let c = self.config;
+        let (experts, top_k) = match layer_idx {
+            Some(_) => (c.n_routed_experts, c.num_experts_per_tok),
+            None => (c.dspark_n_routed_experts, c.dspark_num_experts_per_tok),
+        };
         Block {
-            engram: self
-                .config
-                .is_engram_layer(layer_idx)
-                .then(|| self.engram(&format!("{p}.engram"))),
+            engram: layer_idx
+                .filter(|&l| c.is_engram_layer(l))
+                .map(|_| self.engram(&format!("{p}.engram"))),
             attn_norm: self.f32s(&format!("{p}.attn_norm.weight")),
             ffn_norm: self.f32s(&format!("{p}.ffn_norm.weight")),
             hc_attn: self.hc(&format!("{p}.hc_attn")),
             hc_ffn: self.hc(&format!("{p}.hc_ffn")),
             attn: self.attention(&format!("{p}.attn"), layer_idx),
-            ffn: self.moe(&format!("{p}.ffn")),
+            ffn: self.moe(&format!("{p}.ffn"), experts, top_k),
         }
+    }
+
+    fn dspark(&self) -> Option<Dspark> {
+        let n = self.config.num_nextn_predict_layers;
+        let last = format!("mtp.{}", n.checked_sub(1)?);
+        Some(Dspark {
+            stages: (0..n).map(|s| self.block(&format!("mtp.{s}"), None)).collect(),
+            main_proj: self.dense("mtp.0.main_proj"),
+            main_norm: self.f32s("mtp.0.main_norm.weight"),
+            norm: self.f32s(&format!("{last}.norm.weight")),
+            markov_embed: self.bf16(&format!("{last}.markov_head.embed.weight")),
+            markov_head: self.bf16(&format!("{last}.markov_head.head.weight")),
+            confidence: self.bf16(&format!("{last}.confidence_head.proj.weight")),
+        })
     }
 }
 
 impl Dsv41Weights {
-    /// Reads every main-model tensor of `ckpt` (already checked against the manifest of `config`).
+    /// Reads every text-model tensor of `ckpt` (already checked against the manifest of `config`).
     pub fn new(ckpt: &Checkpoint, config: &Dsv41TextConfig) -> Dsv41Weights {
         let r = Reader {
             t: Tensors { ckpt },
@@ -228,9 +279,12 @@ impl Dsv41Weights {
         };
         Dsv41Weights {
             embed: r.bf16("embed.weight"),
-            layers: (0..config.num_hidden_layers).map(|l| r.block(l)).collect(),
+            layers: (0..config.num_hidden_layers)
+                .map(|l| r.block(&format!("layers.{l}"), Some(l)))
+                .collect(),
             norm: r.f32s("norm.weight"),
             head: r.bf16("head.weight"),
+            dspark: r.dspark(),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
+use tensorfold_model::synth::{self, Dsv41Preset, Preset, SynthOptions};
 use tensorfold_server::auth::Keys;
 use tensorfold_server::{AppState, ServerConfig};
 
@@ -26,15 +26,29 @@ impl Server {
 /// Writes a tiny checkpoint (with or without a chat template) and serves it on its own runtime thread.
 pub fn start(cfg: ServerConfig, keys: Keys, chat_template: bool) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
-    synth::write(&SynthOptions {
+    synth::write(&options(&dir, chat_template)).expect("synth tiny");
+    serve(cfg, keys, dir)
+}
+
+/// Serves a tiny DeepSeek V4.1 checkpoint the same way.
+pub fn start_dsv41(cfg: ServerConfig) -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    synth::write_dsv41(&options(&dir, true).with_preset(Dsv41Preset::Tiny)).expect("synth dsv41 tiny");
+    serve(cfg, Keys::open(), dir)
+}
+
+fn options(dir: &tempfile::TempDir, chat_template: bool) -> SynthOptions {
+    SynthOptions {
         preset: Preset::Tiny,
         seed: 7,
         out: dir.path().to_path_buf(),
         shard_bytes: synth::DEFAULT_SHARD_BYTES,
         chat_template,
         force: true,
-    })
-    .expect("synth tiny");
+    }
+}
+
+fn serve(cfg: ServerConfig, keys: Keys, dir: tempfile::TempDir) -> Server {
     let state = AppState::new(cfg, keys);
     let (tx, rx) = std::sync::mpsc::channel();
     let (st, path) = (state.clone(), dir.path().to_path_buf());

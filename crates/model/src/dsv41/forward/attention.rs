@@ -29,17 +29,8 @@ pub(crate) fn attention(
     let (l, f) = pass.faults();
     let freqs = m.rope_for(plan.ratio);
 
-    let qa = linear::dense(pass, x, &w.wq_a); // [rows, q_lora]
-    let mut qr = vec![0f32; qa.len()];
-    rms_norm(&qa, &w.q_norm, pass.eps(), &mut qr, l, f);
-    let mut q = linear::dense(pass, &qr, &w.wq_b); // [rows, H * hd]
-    rope(&mut q, &pass.positions, hd, freqs, false, l, f);
-
-    let kv_raw = linear::dense(pass, x, &w.wkv); // [rows, hd]
-    let mut kv = vec![0f32; kv_raw.len()];
-    rms_norm(&kv_raw, &w.kv_norm, pass.eps(), &mut kv, l, f);
-    rope(&mut kv, &pass.positions, hd, freqs, false, l, f);
-    act_quant(&mut kv, hd, hd, WINDOW_FP8_BLOCK, l, f);
+    let (qr, q) = query(pass, w, x, freqs);
+    let kv = window_kv(pass, w, x, &pass.positions, freqs);
 
     if let Some(comp) = &w.compressor {
         compressor::step(pass, layer_idx, comp, w.index_keys.as_ref(), x, cache);
@@ -57,9 +48,39 @@ pub(crate) fn attention(
         bf16_probs: false,
     };
     sparse_attn(&q, &lists, &table, &w.attn_sink, shape, &mut o, l, f);
-    rope(&mut o, &pass.positions, hd, freqs, true, l, f);
-
     cache.put_window_rows(&pass.model.layout, layer_idx, &pass.groups, &kv, hd);
+    output(pass, w, o, freqs)
+}
+
+/// The normed low-rank query `qr` `[rows, q_lora]` and the roped heads `q` `[rows, H * hd]` of rows `x`.
+pub(crate) fn query(pass: &Pass<'_>, w: &Attention, x: &[f32], freqs: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let (l, f) = pass.faults();
+    let hd = pass.model.config.head_dim;
+    let qa = linear::dense(pass, x, &w.wq_a); // [rows, q_lora]
+    let mut qr = vec![0f32; qa.len()];
+    rms_norm(&qa, &w.q_norm, pass.eps(), &mut qr, l, f);
+    let mut q = linear::dense(pass, &qr, &w.wq_b); // [rows, H * hd]
+    rope(&mut q, &pass.positions, hd, freqs, false, l, f);
+    (qr, q)
+}
+
+/// Window KV of rows `x` at `positions`: `kv_norm(wkv x)`, RoPE, FP8 fake-quant per 32 (`[rows, hd]`).
+pub(crate) fn window_kv(pass: &Pass<'_>, w: &Attention, x: &[f32], positions: &[i32], freqs: &[f32]) -> Vec<f32> {
+    let (l, f) = pass.faults();
+    let hd = pass.model.config.head_dim;
+    let kv_raw = linear::dense(pass, x, &w.wkv); // [rows, hd]
+    let mut kv = vec![0f32; kv_raw.len()];
+    rms_norm(&kv_raw, &w.kv_norm, pass.eps(), &mut kv, l, f);
+    rope(&mut kv, positions, hd, freqs, false, l, f);
+    act_quant(&mut kv, hd, hd, WINDOW_FP8_BLOCK, l, f);
+    kv
+}
+
+/// Inverse RoPE on the heads' outputs `o` `[rows, H * hd]`, then the grouped `wo_a` and `wo_b`: `[rows, D]`.
+pub(crate) fn output(pass: &Pass<'_>, w: &Attention, mut o: Vec<f32>, freqs: &[f32]) -> Vec<f32> {
+    let (l, f) = pass.faults();
+    let c = &pass.model.config;
+    rope(&mut o, &pass.positions, c.head_dim, freqs, true, l, f);
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
     linear::dense(pass, &oa, &w.wo_b)
 }

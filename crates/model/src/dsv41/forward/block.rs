@@ -36,7 +36,7 @@ fn mixes(pass: &Pass<'_>, hc: &Hc, x: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) 
 }
 
 /// `RMSNorm(sum_i pi_i X_i)`: the lagged collapse of the streams, normed.
-fn collapse(pass: &Pass<'_>, pi: &[f32], norm: &[f32], x: &[f32]) -> Vec<f32> {
+pub(crate) fn collapse(pass: &Pass<'_>, pi: &[f32], norm: &[f32], x: &[f32]) -> Vec<f32> {
     let c = &pass.model.config;
     let (rows, d) = (pass.rows(), c.hidden_size);
     let (l, f) = pass.faults();
@@ -66,9 +66,22 @@ pub(crate) fn block(
     cache: &mut Dsv4Cache,
     published: &mut Published,
 ) -> (Vec<f32>, Vec<f32>) {
+    block_with(pass, w, x, pi, |u| {
+        attention::attention(pass, layer_idx, &w.attn, u, cache, published)
+    })
+}
+
+/// `block` with the attention `attn` of the normed collapsed rows.
+pub(crate) fn block_with(
+    pass: &Pass<'_>,
+    w: &Block,
+    x: &[f32],
+    pi: &[f32],
+    attn: impl FnOnce(&[f32]) -> Vec<f32>,
+) -> (Vec<f32>, Vec<f32>) {
     let (a_pi, a_post, a_comb) = mixes(pass, &w.hc_attn, x);
     let u = collapse(pass, pi, &w.attn_norm, x);
-    let a = attention::attention(pass, layer_idx, &w.attn, &u, cache, published);
+    let a = attn(&u);
     let x = post(pass, &a_post, &a_comb, &a, x);
     let (f_pi, f_post, f_comb) = mixes(pass, &w.hc_ffn, &x);
     let u = collapse(pass, &a_pi, &w.ffn_norm, &x);

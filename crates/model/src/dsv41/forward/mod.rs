@@ -3,6 +3,7 @@
 mod attention;
 mod block;
 mod compressor;
+pub mod dspark;
 mod engram;
 mod indexer;
 mod linear;
@@ -178,7 +179,11 @@ impl Dsv41Model {
         let grams = engram::ngrams(&pass, cache);
         let mut published = Published::default();
         let mut out = Output::default();
+        let mut means = Vec::new();
         for (layer_idx, w) in self.weights.layers.iter().enumerate() {
+            if self.weights.dspark.is_some() && c.dspark_target_layer_ids.contains(&layer_idx) {
+                means.push(dspark::mean_streams(&pass, &x));
+            }
             if let Some(e) = &w.engram {
                 engram::engram(&pass, layer_idx, e, &grams, &mut x);
             }
@@ -187,6 +192,7 @@ impl Dsv41Model {
                 out.layer_streams.push(x.clone());
             }
         }
+        dspark::fill_rings(&pass, &means, cache);
         for g in &pass.groups {
             let seq = cache.seq_mut(g.seq, c);
             seq.len += g.rows.len() as u32;

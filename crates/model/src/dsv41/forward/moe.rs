@@ -10,7 +10,7 @@ use crate::dsv41::weights::Moe;
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
 pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &[f32]) -> Vec<f32> {
     let c = &pass.model.config;
-    let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
+    let (rows, d, k) = (pass.rows(), c.hidden_size, w.top_k);
     let (l, f) = pass.faults();
     let limit = c.swiglu_limit as f32;
     let logits = linear::bf16(pass, x, &w.gate); // [rows, E]
