@@ -46,9 +46,8 @@ pub struct GenerateArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceSpec,
-    /// Ranks sharing the model (attention heads and routed experts split; the tokens do not depend on it).
-    #[arg(long, default_value_t = 1)]
-    tp: usize,
+    #[command(flatten)]
+    ranks: crate::ranks::RankArgs,
     /// Keep generating past the end-of-sequence token.
     #[arg(long)]
     ignore_eos: bool,
@@ -99,7 +98,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => default_model::dir()?,
     };
-    let loaded = tensorfold_engine::ranks::load(&dir, args.device, args.threads, args.tp)
+    let loaded = tensorfold_engine::ranks::load(&dir, args.device, args.threads, &args.ranks.options())
         .map_err(|e| anyhow!(e))
         .with_context(|| format!("loading {}", dir.display()))?;
     let tok = Tokenizer::load(&dir, loaded.bos_token_id, loaded.eos_token_id)?;

@@ -6,6 +6,7 @@ mod default_model;
 mod generate;
 mod info;
 mod info_v41;
+mod ranks;
 mod serve;
 mod synth;
 
@@ -33,9 +34,14 @@ enum Command {
     KernelContract(contract::ContractArgs),
     /// Benchmarks: kernel speed in-process; decode, prompt cache and concurrency against a running server over HTTP.
     Bench(bench::BenchArgs),
+    /// One worker rank of `--tp N` over processes, started by rank 0.
+    #[command(name = "rank-worker", hide = true)]
+    RankWorker(ranks::WorkerCmd),
 }
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: no other thread runs yet. NVLink multicast stays off for NCCL here and in every rank this process starts.
+    unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
@@ -44,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Info(args) => info::run(args),
         Command::KernelContract(args) => contract::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::RankWorker(args) => ranks::run_worker(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

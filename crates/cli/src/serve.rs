@@ -58,9 +58,8 @@ pub struct ServeArgs {
     /// Where the model runs: cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: DeviceSpec,
-    /// Ranks sharing the model (attention heads and routed experts split; replies do not depend on it).
-    #[arg(long, default_value_t = 1)]
-    tp: usize,
+    #[command(flatten)]
+    ranks: crate::ranks::RankArgs,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -87,7 +86,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         mtp_drafts: args.mtp_drafts,
         threads: args.threads.max(1),
         device: args.device,
-        tp: args.tp,
+        ranks: args.ranks.options(),
         log: true,
     };
     let st = AppState::new(cfg, keys);

@@ -74,6 +74,8 @@ pub struct EngineStats {
     /// Draft tokens run through the target, and those it kept.
     pub drafted_tokens: u64,
     pub accepted_tokens: u64,
+    /// Whether a rank sharing the passes stopped, so that no pass can run (the log and request errors say which).
+    pub ranks_down: bool,
 }
 
 struct Req {
@@ -304,6 +306,7 @@ impl Engine {
             block_bytes: self.runner.layout().bytes(),
             seq_state_bytes: self.cache.seqs.values().map(SeqCache::floats).sum::<usize>() * size_of::<f32>(),
             evictions: self.pool.evictions(),
+            ranks_down: self.runner.down().is_some(),
             ..self.stats
         }
     }

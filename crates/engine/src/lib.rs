@@ -3,6 +3,7 @@
 pub mod draft;
 pub mod engine;
 pub mod handle;
+pub mod launch;
 pub mod philox;
 pub mod pool;
 pub mod prefix;

@@ -55,6 +55,10 @@ pub trait Runner: Send {
     fn stream_width(&self) -> usize;
     /// The config's BOS and EOS ids.
     fn special_ids(&self) -> (u32, u32);
+    /// Why the runner can no longer run passes (a rank it shares them with stopped), once it cannot.
+    fn down(&self) -> Option<String> {
+        None
+    }
 }
 
 /// DeepSeek V4 on the CPU or on a GPU (weights resident there, the sequence state on the host).
@@ -148,6 +152,10 @@ impl Runner for Dsv4Runner {
     fn special_ids(&self) -> (u32, u32) {
         (self.model.config.bos_token_id, self.model.config.eos_token_id)
     }
+
+    fn down(&self) -> Option<String> {
+        self.ranks.as_ref().and_then(|r| r.broken())
+    }
 }
 
 /// DeepSeek V4.1 on the CPU (model drafts from its DSpark stages).
@@ -235,7 +243,9 @@ pub fn load_runner(dir: &std::path::Path, device: Device) -> Result<LoadedRunner
     } else if kind == dsv4::MODEL_TYPE {
         let model = tensorfold_model::dsv4::load_model(dir, Semantics::official()).map_err(|e| e.to_string())?;
         // Weights go to the GPU at load, so the first request pays no upload and a model too large fails here.
-        model.upload(&device).map_err(|e| format!("uploading the weights to the GPU: {e}"))?;
+        model
+            .upload(&device)
+            .map_err(|e| format!("uploading the weights to the GPU: {e}"))?;
         Box::new(Dsv4Runner::new(model, device))
     } else {
         return Err(format!(

@@ -115,15 +115,48 @@ fn a_rank_count_that_does_not_divide_the_model_is_refused_with_the_choices() {
 }
 
 #[test]
-fn ranks_on_gpus_say_why_they_cannot_run() {
-    match ranks::runner(model(), DeviceSpec::Cuda(0), 1, 2) {
-        Ok(_) => panic!("--tp 2 on CUDA has no NCCL path in this build and must say so"),
-        Err(why) => {
-            assert!(
-                why.contains("--tp 2 with --device cuda:0") && why.contains("--device cpu"),
-                "{why}"
-            );
-            eprintln!("skipping GPU ranks: {why}");
-        }
+fn thread_ranks_on_a_gpu_are_refused_with_the_process_transports() {
+    let why = ranks::runner(model(), DeviceSpec::Cuda(0), 1, 2)
+        .err()
+        .expect("thread-ranks share one process, which drives one GPU");
+    assert!(
+        why.contains("--tp 2 with --device cuda:0") && why.contains("--ranks-transport nccl or processes"),
+        "{why}"
+    );
+}
+
+#[test]
+fn each_rank_keeps_only_its_share_of_the_weights() {
+    let full = model().weights.held_bytes();
+    let mut held = 0;
+    let mut experts = Vec::new();
+    for rank in 0..4 {
+        let report = model().weights.keep_share(rank, 4);
+        assert_eq!(report.total_bytes, full);
+        assert!(report.held_bytes < full, "rank {rank} dropped nothing: {report}");
+        held += report.held_bytes;
+        experts.push(report.experts);
     }
+    assert_eq!(
+        experts,
+        vec![0..2, 2..4, 4..6, 6..8],
+        "the experts split as --tp splits them"
+    );
+    let sinks: u64 = model()
+        .weights
+        .layers
+        .iter()
+        .map(|b| b.attn.attn_sink.len() as u64 * 4)
+        .sum::<u64>()
+        + model()
+            .weights
+            .mtp
+            .iter()
+            .map(|m| m.block.attn.attn_sink.len() as u64 * 4)
+            .sum::<u64>();
+    assert_eq!(
+        held,
+        full + 3 * sinks,
+        "together the ranks hold the model once, the small sinks on every rank"
+    );
 }

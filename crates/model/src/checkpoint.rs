@@ -61,6 +61,16 @@ impl std::ops::Deref for MappedBytes {
     }
 }
 
+impl MappedBytes {
+    /// An empty view into the same mapping: what a rank holds of a tensor it does not own.
+    pub fn emptied(&self) -> MappedBytes {
+        MappedBytes {
+            map: Arc::clone(&self.map),
+            range: self.range.start..self.range.start,
+        }
+    }
+}
+
 impl std::fmt::Debug for MappedBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "MappedBytes({} bytes)", self.range.len())

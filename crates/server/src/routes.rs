@@ -44,6 +44,13 @@ fn authorize(st: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 
 async fn health(State(st): State<Shared>) -> Response {
     match st.model() {
+        Ok(m) if m.engine.stats().ranks_down => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(
+                json!({"status": "down", "reason": "a rank of --tp stopped; requests fail until the server restarts"}),
+            ),
+        )
+            .into_response(),
         Ok(_) => (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
         Err(e) => e.into_response(),
     }

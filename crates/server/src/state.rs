@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use tensorfold_engine::ranks::RankOptions;
 use tensorfold_engine::reserve::pool_blocks_for;
 use tensorfold_engine::{DraftConfig, Engine, EngineConfig, EngineHandle};
 use tensorfold_model::dsv4::forward::device::DeviceSpec;
@@ -37,8 +38,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// Where the model runs.
     pub device: DeviceSpec,
-    /// Ranks sharing the model (`--tp`).
-    pub tp: usize,
+    /// Ranks sharing the model (`--tp`), how they talk and where they run.
+    pub ranks: RankOptions,
     /// One line to stderr per finished request (never keys or text).
     pub log: bool,
 }
@@ -56,7 +57,7 @@ impl Default for ServerConfig {
             mtp_drafts: DraftConfig::default().mtp_drafts,
             threads: 2,
             device: DeviceSpec::Cpu,
-            tp: 1,
+            ranks: RankOptions::default(),
             log: true,
         }
     }
@@ -126,7 +127,7 @@ fn generation_defaults(dir: &Path) -> (f32, f32) {
 
 /// Loads the checkpoint in `dir` and starts its engine.
 pub fn load(dir: &Path, cfg: &ServerConfig) -> Result<Loaded, String> {
-    let loaded = tensorfold_engine::ranks::load(dir, cfg.device, cfg.threads, cfg.tp)
+    let loaded = tensorfold_engine::ranks::load(dir, cfg.device, cfg.threads, &cfg.ranks)
         .map_err(|e| format!("loading {}: {e}", dir.display()))?;
     let tok = Tokenizer::load(dir, loaded.bos_token_id, loaded.eos_token_id).map_err(|e| e.to_string())?;
     let chat = ChatFormat::load(dir)?;

@@ -25,7 +25,7 @@ enum BenchWhat {
     Kernels(kernels::KernelsArgs),
     /// The model in-process on --device: prompt speed, batch-1 decode per token and per layer against weight bytes and the device copy bandwidth.
     Forward(forward::ForwardArgs),
-    /// What --tp ranks exchange per layer (gathers of whole heads and experts) against a plain all-reduce of the layer outputs, on thread-ranks.
+    /// What --tp ranks exchange per layer (gathers of whole heads and experts) against a plain all-reduce of the layer outputs, on thread-, process- or NCCL-ranks.
     Exchange(exchange::ExchangeArgs),
     /// Single-stream SSE decode speed and inter-token latency over the shipped prompts, against a running server.
     Decode(decode::DecodeArgs),

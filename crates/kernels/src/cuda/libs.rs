@@ -77,3 +77,34 @@ pub fn driver() -> Result<(), String> {
         Err("libcuda.so not found: no NVIDIA driver on this machine".into())
     }
 }
+
+/// Folders searched for NCCL's `libnccl.so.2` to say where it is when the loader cannot find it as cudarc names it.
+fn nccl_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TENSORFOLD_NCCL_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.push("/usr/lib/x86_64-linux-gnu".into());
+    dirs.push("/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib".into());
+    dirs.push("/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib".into());
+    dirs
+}
+
+/// Whether cudarc can load NCCL (it asks the loader for `libnccl.so`), or why not and the fix.
+pub fn nccl() -> Result<(), String> {
+    // SAFETY: only tries to load the library by its candidate names; nothing is called.
+    if unsafe { cudarc::nccl::sys::is_culib_present() } {
+        return Ok(());
+    }
+    let found = nccl_dirs()
+        .into_iter()
+        .map(|d| d.join("libnccl.so.2"))
+        .find(|p| p.exists());
+    Err(match found {
+        Some(p) => format!(
+            "NCCL is at {} but the loader finds no `libnccl.so`: link it as libnccl.so in a folder and put that folder on LD_LIBRARY_PATH",
+            p.display()
+        ),
+        None => "NCCL (libnccl.so) not found: install libnccl2 or the nvidia-nccl-cu13 wheel, link its libnccl.so.2 as libnccl.so on LD_LIBRARY_PATH".into(),
+    })
+}

@@ -8,7 +8,9 @@ mod ranks;
 mod resident;
 
 pub use libs::nvrtc as nvrtc_available;
-pub use ranks::multi_gpu;
+pub use ranks::{gpu_count, multi_gpu};
+pub mod nccl;
+pub use libs::nccl as nccl_available;
 pub mod limits;
 
 pub use args::{In, Out, PushIn, Staged, StagedOut};

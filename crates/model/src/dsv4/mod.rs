@@ -6,6 +6,7 @@ pub mod cache;
 pub mod forward;
 mod manifest;
 pub mod semantics;
+pub mod share;
 mod summary;
 pub mod weights;
 

@@ -83,7 +83,7 @@ pub fn config(name: &str) -> ServerConfig {
         mtp_drafts: 1,
         threads: 1,
         device: test_device(),
-        tp: 1,
+        ranks: Default::default(),
         log: false,
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Ac
         bf16_probs: m.semantics.attn_bf16_probs,
     };
     let o = match &pass.ranks {
-        Some(ranks) => dev.put(ranks.attend(pass, &q.to_vec(dev), &lists, &table, &w.attn_sink, freqs, shape)),
+        Some(ranks) => dev.put(ranks.attend(pass, layer_idx, ratio, &q.to_vec(dev), &lists, &table, shape)),
         None => {
             let mut o = dev.zeros(rows * h * hd);
             ops::sparse_attn(dev, &q, &lists, &dev.put(table), &w.attn_sink, shape, &mut o);

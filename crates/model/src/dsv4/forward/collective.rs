@@ -8,12 +8,21 @@ pub trait Collective: Send + Sync {
     fn ranks(&self) -> usize;
     /// Every rank's buffer, in rank order (lengths may differ between ranks).
     fn all_gather(&self, mine: &[f32]) -> Vec<Vec<f32>>;
+    /// Every rank's buffer in rank order on rank `root`, `None` elsewhere (a gather whose result only `root` needs).
+    fn gather(&self, mine: &[f32], root: usize) -> Option<Vec<Vec<f32>>> {
+        let all = self.all_gather(mine);
+        (self.rank() == root).then_some(all)
+    }
     /// Replaces `buf` on every rank with rank `root`'s.
     fn broadcast(&self, buf: &mut Vec<f32>, root: usize);
     /// Element-wise sum over the ranks' equal-length buffers (the plain all-reduce a gather is measured against).
     fn all_reduce_sum(&self, buf: &mut [f32]);
     /// Returns once every rank has entered it.
     fn barrier(&self);
+    /// Why the collective stopped working (a rank left), once it has; every later call then fails with it.
+    fn broken(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Default)]

@@ -6,12 +6,15 @@ mod block;
 pub mod collective;
 mod compressor;
 pub mod device;
+mod jobs;
 mod linear;
 mod moe;
 mod mtp;
+pub mod nccl;
 mod ops;
 pub mod parallel;
 mod resident;
+pub mod socket;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Several ranks serving one model without splitting a reduction: ranks own whole attention heads and whole routed experts, and their outputs are gathered, so a rank count never changes a bit.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
@@ -8,38 +9,28 @@ use tensorfold_kernels::sparse_attn::AttnShape;
 
 use super::collective::{Collective, ThreadCollective};
 use super::device::Device;
-use super::{Dsv4Model, Pass, moe, ops};
+pub use super::jobs::owned;
+use super::jobs::{AttnJob, Job, MoeJob, moe_block, run};
+use super::{Dsv4Model, Pass};
 use crate::dsv4::weights::Moe;
 
-/// The attention core of one layer, for every head: rank `r` attends heads `r*H/N..(r+1)*H/N`.
-struct AttnJob {
-    q: Vec<f32>,
-    lists: Vec<i32>,
-    table: Vec<f32>,
-    sink: Vec<f32>,
-    positions: Vec<i32>,
-    freqs: Vec<f32>,
-    shape: AttnShape,
+/// How rank 0 hands a job to the other ranks.
+enum Followers {
+    /// Threads of this process, each reading jobs from its channel.
+    Threads {
+        jobs: Vec<Sender<Arc<Job>>>,
+        workers: Vec<JoinHandle<()>>,
+    },
+    /// Other processes, reached only through the collective: every job is broadcast from rank 0.
+    Remote,
 }
 
-/// One MoE layer's routed experts: rank `r` computes experts `r*E/N..(r+1)*E/N`, each whole.
-struct MoeJob {
-    block: usize,
-    x: Vec<f32>,
-    idx: Vec<i32>,
-    weights: Vec<f32>,
-}
-
-enum Job {
-    Attn(Arc<AttnJob>),
-    Moe(Arc<MoeJob>),
-}
-
-/// Ranks 1..N as threads of this process, each on its own device, following rank 0's layers.
+/// Ranks 1..N following rank 0's layers: threads of this process or other processes joined by a collective.
 pub struct RankGroup {
-    comm: ThreadCollective,
-    jobs: Vec<Sender<Job>>,
-    workers: Vec<JoinHandle<()>>,
+    comm: Box<dyn Collective>,
+    followers: Followers,
+    /// What keeps the other ranks alive (their processes), dropped after they were told to stop.
+    guard: Option<Box<dyn Send + Sync>>,
 }
 
 impl std::fmt::Debug for RankGroup {
@@ -50,10 +41,20 @@ impl std::fmt::Debug for RankGroup {
 
 impl Drop for RankGroup {
     fn drop(&mut self) {
-        self.jobs.clear();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        match &mut self.followers {
+            Followers::Threads { jobs, workers } => {
+                jobs.clear();
+                for w in workers.drain(..) {
+                    let _ = w.join();
+                }
+            }
+            Followers::Remote => {
+                let comm = &self.comm;
+                // A broken group has no one left to tell; its failure was reported where it happened.
+                let _ = catch_unwind(AssertUnwindSafe(|| comm.broadcast(&mut Job::Stop.encode(), 0)));
+            }
         }
+        self.guard.take();
     }
 }
 
@@ -92,8 +93,10 @@ impl RankGroup {
         let (mut jobs, mut workers) = (Vec::new(), Vec::new());
         for c in comms {
             let device = open(c.rank())?;
-            let (tx, rx) = channel::<Job>();
-            let model = Dsv4Model::new(model.config.clone(), model.weights.clone(), model.semantics);
+            let (tx, rx) = channel::<Arc<Job>>();
+            let mut weights = model.weights.clone();
+            weights.keep_share(c.rank(), ranks);
+            let model = Dsv4Model::new(model.config.clone(), weights, model.semantics);
             jobs.push(tx);
             let name = format!("tensorfold-rank-{}", c.rank());
             let worker = std::thread::Builder::new()
@@ -101,13 +104,31 @@ impl RankGroup {
                 .spawn(move || {
                     while let Ok(job) = rx.recv() {
                         let mine = run(&model, &device, &c, &job);
-                        c.all_gather(&mine);
+                        c.gather(&mine, 0);
                     }
                 })
                 .map_err(|e| format!("cannot start rank thread: {e}"))?;
             workers.push(worker);
         }
-        Ok(Arc::new(RankGroup { comm, jobs, workers }))
+        Ok(Arc::new(RankGroup {
+            comm: Box::new(comm),
+            followers: Followers::Threads { jobs, workers },
+            guard: None,
+        }))
+    }
+
+    /// Rank 0 of a group of other processes joined by `comm` (rank 0's end); `guard` is dropped once they were told to stop.
+    pub fn leader(comm: Box<dyn Collective>, guard: Option<Box<dyn Send + Sync>>) -> Arc<RankGroup> {
+        Arc::new(RankGroup {
+            comm,
+            followers: Followers::Remote,
+            guard,
+        })
+    }
+
+    /// Why the group stopped working (a rank left), once it has.
+    pub fn broken(&self) -> Option<String> {
+        self.comm.broken()
     }
 
     pub fn ranks(&self) -> usize {
@@ -116,15 +137,17 @@ impl RankGroup {
 
     /// Rank 0's share of `job` computed here, every other rank's gathered, in rank order.
     fn dispatch(&self, pass: &Pass<'_>, job: Job) -> Vec<Vec<f32>> {
-        let share = |j: &Job| match j {
-            Job::Attn(a) => Job::Attn(a.clone()),
-            Job::Moe(m) => Job::Moe(m.clone()),
-        };
-        for tx in &self.jobs {
-            tx.send(share(&job)).expect("a rank thread stopped");
+        let job = Arc::new(job);
+        match &self.followers {
+            Followers::Threads { jobs, .. } => {
+                for tx in jobs {
+                    tx.send(job.clone()).expect("a rank thread stopped");
+                }
+            }
+            Followers::Remote => self.comm.broadcast(&mut job.encode(), 0),
         }
-        let mine = run(pass.model, &pass.device, &self.comm, &job);
-        self.comm.all_gather(&mine)
+        let mine = run(pass.model, &pass.device, self.comm.as_ref(), &job);
+        self.comm.gather(&mine, 0).expect("rank 0 gathers")
     }
 
     /// Sparse attention with the sink, then inverse RoPE, over every head: `[rows, H * hd]`.
@@ -132,22 +155,22 @@ impl RankGroup {
     pub(crate) fn attend(
         &self,
         pass: &Pass<'_>,
+        block: usize,
+        ratio: usize,
         q: &[f32],
         lists: &[i32],
         table: &[f32],
-        sink: &[f32],
-        freqs: &[f32],
         shape: AttnShape,
     ) -> Vec<f32> {
-        let job = Arc::new(AttnJob {
+        let job = AttnJob {
+            block,
+            ratio,
             q: q.to_vec(),
             lists: lists.to_vec(),
             table: table.to_vec(),
-            sink: sink.to_vec(),
             positions: pass.positions.clone(),
-            freqs: freqs.to_vec(),
             shape,
-        });
+        };
         let parts = self.dispatch(pass, Job::Attn(job));
         let (rows, n) = (pass.rows(), self.ranks());
         let width = shape.num_heads / n * shape.head_dim;
@@ -163,12 +186,12 @@ impl RankGroup {
 
     /// The routed experts' outputs `[rows * k, D]` (slot order), each expert computed whole on its rank.
     pub(crate) fn experts(&self, pass: &Pass<'_>, w: &Moe, x: &[f32], idx: &[i32], weights: &[f32]) -> Vec<f32> {
-        let job = Arc::new(MoeJob {
+        let job = MoeJob {
             block: moe_block(pass.model, w),
             x: x.to_vec(),
             idx: idx.to_vec(),
             weights: weights.to_vec(),
-        });
+        };
         let parts = self.dispatch(pass, Job::Moe(job));
         let d = pass.model.config.hidden_size;
         let mut routed = vec![0f32; idx.len() * d];
@@ -185,64 +208,16 @@ impl RankGroup {
     }
 }
 
-/// The experts rank `rank` of `ranks` owns.
-fn owned(experts: usize, ranks: usize, rank: usize) -> std::ops::Range<usize> {
-    let per = experts / ranks;
-    rank * per..(rank + 1) * per
-}
-
-/// Which block's MoE `w` is: a main layer's index, or the layer count plus an MTP layer's index.
-fn moe_block(model: &Dsv4Model, w: &Moe) -> usize {
-    let main = model.weights.layers.iter().map(|b| &b.ffn);
-    let mtp = model.weights.mtp.iter().map(|m| &m.block.ffn);
-    main.chain(mtp)
-        .position(|m| std::ptr::eq(m, w))
-        .expect("the MoE belongs to the model")
-}
-
-fn moe_of(model: &Dsv4Model, block: usize) -> &Moe {
-    let layers = &model.weights.layers;
-    match layers.get(block) {
-        Some(b) => &b.ffn,
-        None => &model.weights.mtp[block - layers.len()].block.ffn,
-    }
-}
-
-/// This rank's share of `job`.
-fn run(model: &Dsv4Model, device: &Device, comm: &dyn Collective, job: &Job) -> Vec<f32> {
-    let (rank, ranks) = (comm.rank(), comm.ranks());
-    match job {
-        Job::Attn(a) => {
-            let (rows, h, hd) = (a.positions.len(), a.shape.num_heads, a.shape.head_dim);
-            let heads = h / ranks;
-            let (from, width) = (rank * heads * hd, heads * hd);
-            let q: Vec<f32> = (0..rows)
-                .flat_map(|r| a.q[r * h * hd + from..r * h * hd + from + width].iter().copied())
-                .collect();
-            let sink = &a.sink[rank * heads..(rank + 1) * heads];
-            let shape = AttnShape {
-                num_heads: heads,
-                ..a.shape
-            };
-            let mut o = device.zeros(rows * width);
-            let (q, table) = (device.put(q), device.put_slice(&a.table));
-            ops::sparse_attn(device, &q, &a.lists, &table, sink, shape, &mut o);
-            ops::rope(device, &mut o, &device.put_slice(&a.positions), hd, &a.freqs, true);
-            o.into_vec(device)
+/// Rank `comm.rank()` (not 0) of a group of processes: follows rank 0's jobs on `device` until it closes the group.
+pub fn follow(model: &Dsv4Model, device: &Device, comm: &dyn Collective) {
+    loop {
+        let mut buf = Vec::new();
+        comm.broadcast(&mut buf, 0);
+        let job = Job::decode(&buf);
+        if let Job::Stop = job {
+            return;
         }
-        Job::Moe(m) => {
-            let w = moe_of(model, m.block);
-            let pass = Pass::new(device.clone(), Vec::new(), Vec::new(), Vec::new(), model, None);
-            let d = model.config.hidden_size;
-            let k = m.idx.len() / (m.x.len() / d).max(1);
-            let x = device.put_slice(&m.x);
-            let mut out = Vec::new();
-            for e in owned(w.experts.len(), ranks, rank) {
-                if let Some(y) = moe::expert_rows(&pass, &w.experts[e], e, &x, &m.idx, &m.weights, k) {
-                    out.extend_from_slice(&y.into_vec(device));
-                }
-            }
-            out
-        }
+        let mine = run(model, device, comm, &job);
+        comm.gather(&mine, 0);
     }
 }
