@@ -1,4 +1,4 @@
-//! CUDA `moe_join`: one block per row, 32-column tiles of every slot staged in shared memory, summed in slot order.
+//! CUDA `moe_join`: one block per row and 32-column tile, the tile of every slot staged in shared memory, summed in slot order.
 
 use cudarc::driver::PushKernelArg;
 
@@ -47,7 +47,7 @@ pub fn moe_join_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&rd).input(&sd).arg(&mut yv).arg(&r).arg(&kk).arg(&d);
         // SAFETY: the arguments match the kernel's signature; routed holds `rows * k * dim` values, shared and out `rows * dim`.
-        cuda::launched("moe_join", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("moe_join", unsafe { b.launch(launch.config(rows * dim.div_ceil(32))) })?;
     }
     y.finish(gpu)
 }
