@@ -13,38 +13,31 @@ use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::checkpoint::Checkpoint;
 use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
 
+/// A tiny V4.1 synth (seed 5) in a fresh temp dir.
+fn synth_tiny() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions {
+        preset: Dsv41Preset::Tiny,
+        seed: 5,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template: true,
+        force: false,
+    };
+    synth::write_dsv41(&opts).unwrap();
+    dir
+}
+
 fn dir() -> &'static Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = SynthOptions {
-            preset: Dsv41Preset::Tiny,
-            seed: 5,
-            out: dir.path().to_path_buf(),
-            shard_bytes: synth::DEFAULT_SHARD_BYTES,
-            chat_template: true,
-            force: false,
-        };
-        synth::write_dsv41(&opts).unwrap();
-        dir
-    })
-    .path()
+    DIR.get_or_init(synth_tiny).path()
 }
 
 /// The tiny synth with every block's output and the Markov head scaled by 2^-12 and the last stage's norm set to the main one, so a DSpark block's first draft nearly repeats the target (a stand-in for a trained drafter).
 fn quiet_dir() -> &'static Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = SynthOptions {
-            preset: Dsv41Preset::Tiny,
-            seed: 5,
-            out: dir.path().to_path_buf(),
-            shard_bytes: synth::DEFAULT_SHARD_BYTES,
-            chat_template: true,
-            force: false,
-        };
-        synth::write_dsv41(&opts).unwrap();
+        let dir = synth_tiny();
         quiet(dir.path());
         dir
     })

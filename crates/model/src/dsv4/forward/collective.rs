@@ -133,6 +133,21 @@ impl Collective for ThreadCollective {
     }
 }
 
+/// One round of all-gather, broadcast and all-reduce as rank `c.rank()` sees them (lengths and first values); every transport's test compares these across ranks.
+#[cfg(test)]
+pub(crate) fn exercise(c: &dyn Collective, round: usize) -> Vec<Vec<(usize, f32)>> {
+    let mine = vec![(c.rank() * 100 + round) as f32; c.rank() + 1];
+    let all = c.all_gather(&mine);
+    let mut seen = vec![all.iter().map(|b| (b.len(), b[0])).collect::<Vec<_>>()];
+    let mut b = vec![c.rank() as f32 + round as f32];
+    c.broadcast(&mut b, round % c.ranks());
+    seen.push(vec![(b.len(), b[0])]);
+    let mut s = vec![c.rank() as f32, 1.0];
+    c.all_reduce_sum(&mut s);
+    seen.push(vec![(s.len(), s[0] + 10.0 * s[1])]);
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,15 +169,7 @@ mod tests {
         let out = on_ranks(3, |c| {
             let mut seen = Vec::new();
             for round in 0..50 {
-                let mine = vec![(c.rank() * 100 + round) as f32; c.rank() + 1];
-                let all = c.all_gather(&mine);
-                seen.push(all.iter().map(|b| (b.len(), b[0])).collect::<Vec<_>>());
-                let mut b = vec![c.rank() as f32 + round as f32];
-                c.broadcast(&mut b, round % 3);
-                seen.push(vec![(b.len(), b[0])]);
-                let mut s = vec![c.rank() as f32, 1.0];
-                c.all_reduce_sum(&mut s);
-                seen.push(vec![(s.len(), s[0] + 10.0 * s[1])]);
+                seen.extend(exercise(&c, round));
                 c.barrier();
             }
             seen

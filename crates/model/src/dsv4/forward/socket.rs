@@ -308,15 +308,8 @@ mod tests {
         let out = on_ranks(3, |c| {
             let mut seen = Vec::new();
             for round in 0..20 {
+                seen.extend(crate::dsv4::forward::collective::exercise(&c, round));
                 let mine = vec![(c.rank() * 100 + round) as f32; c.rank() + 1];
-                let all = c.all_gather(&mine);
-                seen.push(all.iter().map(|b| (b.len(), b[0])).collect::<Vec<_>>());
-                let mut b = vec![c.rank() as f32 + round as f32];
-                c.broadcast(&mut b, round % 3);
-                seen.push(vec![(b.len(), b[0])]);
-                let mut s = vec![c.rank() as f32, 1.0];
-                c.all_reduce_sum(&mut s);
-                seen.push(vec![(s.len(), s[0] + 10.0 * s[1])]);
                 let g = c.gather(&mine, 0);
                 assert_eq!(g.is_some(), c.rank() == 0);
                 if let Some(g) = g {
