@@ -88,7 +88,7 @@ impl Dsv4Runner {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "a kernel panicked".into());
-                return Err(format!("the forward pass failed: {why}"));
+                return Err(why);
             }
         };
         Ok(Rows {
