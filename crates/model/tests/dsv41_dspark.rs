@@ -1,29 +1,20 @@
 //! DSpark drafting on the V4.1 tiny synth: block drafts are deterministic (they only read the cache), rows run under a mark and settled back leave the rings as if never drafted, drafts agree with the float64 reference.
 
+mod common;
+
 use sha2::{Digest, Sha256};
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::{Dsv4Cache, Stage};
 use tensorfold_model::dsv4::forward::ForwardOptions;
+use tensorfold_model::dsv41::forward::Dsv41Model;
 use tensorfold_model::dsv41::forward::dspark::Draft;
-use tensorfold_model::dsv41::forward::{Dsv41Model, load_model};
-use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
 
 const DRAFTED: SeqSlot = SeqSlot(0);
 const SERIAL: SeqSlot = SeqSlot(1);
 
 fn model() -> Dsv41Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Dsv41Preset::Tiny,
-        seed: 7,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write_dsv41(&opts).unwrap();
-    load_model(dir.path()).unwrap()
+    common::tiny_dsv41(7)
 }
 
 fn tokens(n: usize, salt: u32) -> Vec<u32> {
@@ -153,25 +144,16 @@ fn golden_floats(st: &safetensors::SafeTensors, name: &str) -> Vec<f64> {
     }
 }
 
-/// Draft logits within this relative-norm bound of the float64 reference: f32 sums through the target layers, the rings and three stage blocks (seen: 2.8e-7).
+/// Draft logits within this relative-norm bound of the float64 reference: f32 sums through the target layers, the rings and three stage blocks.
 const DRAFT_REL_BOUND: f64 = 2e-6;
-/// Confidences (sigmoids) within this of the reference (seen: 3.5e-7).
+/// Confidences (sigmoids) within this of the reference.
 const CONFIDENCE_ABS_BOUND: f64 = 2e-6;
 
 #[test]
 fn dspark_drafts_match_the_reference() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Dsv41Preset::Tiny,
-        seed: 0,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write_dsv41(&opts).unwrap();
+    let dir = common::tiny_dsv41_dir(0);
     let sha = Sha256::digest(std::fs::read(dir.path().join("model.safetensors")).unwrap());
-    let m = load_model(dir.path()).unwrap();
+    let m = tensorfold_model::dsv41::forward::load_model(dir.path()).unwrap();
     let vocab = m.config.vocab_size;
     for name in ["short", "long"] {
         let bytes = golden(name);

@@ -1,5 +1,7 @@
 //! DeepSeek V4.1 goldens from the float64 reference (tools/reference/dsv41_f64.py) on the tiny synth checkpoint.
 
+mod common;
+
 use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
@@ -10,8 +12,8 @@ use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_kernels::engram_gate::engram_gate;
 use tensorfold_model::Checkpoint;
 use tensorfold_model::dsv41::engram::{TokenMap, layer_tables, row_ids};
+use tensorfold_model::synth::Dsv41Preset;
 use tensorfold_model::synth::tokenizer::TOKENIZER_JSON;
-use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
 
 fn golden_bytes(name: &str) -> Vec<u8> {
     let path =
@@ -57,20 +59,7 @@ fn floats(st: &safetensors::SafeTensors, name: &str) -> Vec<f32> {
 /// The tiny V4.1 checkpoint with seed 0, written once per test binary.
 fn tiny_dir() -> &'static std::path::Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let opts = SynthOptions {
-            preset: Dsv41Preset::Tiny,
-            seed: 0,
-            out: dir.path().to_path_buf(),
-            shard_bytes: synth::DEFAULT_SHARD_BYTES,
-            chat_template: true,
-            force: false,
-        };
-        synth::write_dsv41(&opts).unwrap();
-        dir
-    })
-    .path()
+    DIR.get_or_init(|| common::tiny_dsv41_dir(0)).path()
 }
 
 /// A dense f32 copy of an FP8 weight with `block` scales.

@@ -1,28 +1,19 @@
 //! V4.1 resume from blocks alone: a sequence rebuilt from another's blocks at a boundary (windows, entries, Engram token ids) runs on bit-equal to it.
 
+mod common;
+
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::blocks::BLOCK_TOKENS;
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::ForwardOptions;
-use tensorfold_model::dsv41::forward::{Dsv41Model, load_model};
-use tensorfold_model::synth::{self, Dsv41Preset, SynthOptions};
+use tensorfold_model::dsv41::forward::Dsv41Model;
 
 const RAN: SeqSlot = SeqSlot(0);
 const RESUMED: SeqSlot = SeqSlot(1);
 
 fn model() -> Dsv41Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Dsv41Preset::Tiny,
-        seed: 6,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write_dsv41(&opts).unwrap();
-    load_model(dir.path()).unwrap()
+    common::tiny_dsv41(6)
 }
 
 fn tokens(n: usize) -> Vec<u32> {

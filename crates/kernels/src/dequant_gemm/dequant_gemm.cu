@@ -94,8 +94,7 @@ extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, c
     }
 }
 
-// Decode rows (m <= 16): one warp per output column of every group; lane l takes the 32-wide chunks l, l + 32, ...,
-// each the same FMA chain as the tiles, and the chunks are added in order through shuffles, so the bits match.
+// Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
 extern "C" __global__ void __launch_bounds__(256) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;

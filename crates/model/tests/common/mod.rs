@@ -1,9 +1,12 @@
-//! Shared fixtures: one tiny synth checkpoint per test binary, copied per test so faults can be planted.
+//! Shared fixtures: one tiny synth checkpoint per test binary, copied per test so faults can be planted; tiny V4.1 synths.
+
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::OnceLock;
 
-use tensorfold_model::synth::{self, Preset, SynthOptions};
+use tensorfold_model::dsv41::forward::{Dsv41Model, load_model};
+use tensorfold_model::synth::{self, Dsv41Preset, Preset, SynthOptions};
 
 /// A tiny checkpoint written once, sharded at `shard_mib`.
 pub fn base(shard_mib: u64) -> &'static Path {
@@ -38,4 +41,24 @@ pub fn copy_of(src: &Path) -> tempfile::TempDir {
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
     dir
+}
+
+/// A tiny V4.1 synth of `seed` in a fresh temp dir.
+pub fn tiny_dsv41_dir(seed: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions {
+        preset: Dsv41Preset::Tiny,
+        seed,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template: true,
+        force: false,
+    };
+    synth::write_dsv41(&opts).unwrap();
+    dir
+}
+
+/// A tiny V4.1 synth of `seed`, loaded (its files go with the temp dir).
+pub fn tiny_dsv41(seed: u64) -> Dsv41Model {
+    load_model(tiny_dsv41_dir(seed).path()).unwrap()
 }

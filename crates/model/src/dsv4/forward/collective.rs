@@ -148,6 +148,16 @@ pub(crate) fn exercise(c: &dyn Collective, round: usize) -> Vec<Vec<(usize, f32)
     seen
 }
 
+/// Checks what three ranks saw of `exercise`: the same on each, and round 0's values.
+#[cfg(test)]
+pub(crate) fn agreed(out: &[Vec<Vec<(usize, f32)>>]) {
+    assert_eq!(out[0], out[1]);
+    assert_eq!(out[0], out[2]);
+    assert_eq!(out[0][0], vec![(1, 0.0), (2, 100.0), (3, 200.0)]);
+    assert_eq!(out[0][1], vec![(1, 0.0)]);
+    assert_eq!(out[0][2], vec![(2, 3.0 + 30.0)]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,10 +184,6 @@ mod tests {
             }
             seen
         });
-        assert_eq!(out[0], out[1]);
-        assert_eq!(out[0], out[2]);
-        assert_eq!(out[0][0], vec![(1, 0.0), (2, 100.0), (3, 200.0)]);
-        assert_eq!(out[0][1], vec![(1, 0.0)]);
-        assert_eq!(out[0][2], vec![(2, 3.0 + 30.0)]);
+        agreed(&out);
     }
 }
