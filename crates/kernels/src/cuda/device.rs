@@ -201,6 +201,11 @@ impl Gpu {
         self.stream.clone_htod(host).map_err(driver_err("upload"))
     }
 
+    /// A new zeroed device buffer of `len` elements (at least one), filled on the stream without a host copy.
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, String> {
+        self.stream.alloc_zeros(len.max(1)).map_err(driver_err("alloc"))
+    }
+
     /// A guarded device output holding `host`'s current contents.
     pub fn output<T: Guarded>(&self, host: &[T]) -> Result<DeviceOut<T>, String> {
         let mut init = vec![T::GUARD; host.len() + 2 * GUARD_LEN];

@@ -1,8 +1,8 @@
 //! CUDA `mxfp4_gemm`: activations act_quant'ed per row (fp8_gemm's quantiser), then 64x128 tensor-core tiles with K in fixed 32-blocks.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, PushIn, Staged};
 use crate::faults::Faults;
 use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
 
@@ -14,7 +14,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu")
     ),
-    entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"],
+    entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"],
     controls: &["race_no_sync", "swap_nibbles", "lost_act_scale", "order_by_tile"],
     records: &[
         CudaLaunch::new(256, 65_535),
@@ -22,6 +22,41 @@ pub static KERNEL: CudaKernel = CudaKernel {
         CudaLaunch::new(256, 7),
     ],
 };
+
+/// The quantised rows of `x` (f16 grid values, row stride `k` rounded up to 8) and their per-128 scales.
+struct Quantised {
+    q: CudaSlice<u16>,
+    scales: CudaSlice<f32>,
+    rows: usize,
+}
+
+fn checked_k(k: usize) -> Result<(), String> {
+    if k > MAX_K || !k.is_multiple_of(32) {
+        return Err(format!(
+            "mxfp4_gemm on CUDA: K {k} must be a multiple of 32 and at most {MAX_K}"
+        ));
+    }
+    Ok(())
+}
+
+fn quantise(
+    gpu: &Gpu,
+    launch: &CudaLaunch,
+    x: &Staged<'_, f32>,
+    k: usize,
+    faults: Faults,
+) -> Result<Quantised, String> {
+    let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
+    let rows = x.view().len() / k;
+    let mut q = gpu.zeros::<u16>(rows * k.next_multiple_of(8))?;
+    let mut scales = gpu.zeros::<f32>(rows * k.div_ceil(128))?;
+    let (mm, kk) = (rows as i32, k as i32);
+    let mut b = gpu.stream.launch_builder(&quant);
+    b.input(x).arg(&mut q).arg(&mut scales).arg(&mm).arg(&kk);
+    // SAFETY: the arguments match the kernel's signature; q holds `rows` f16 rows of `k` rounded up to 8 and scales `rows * ceil(k / 128)` values.
+    cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(rows)) })?;
+    Ok(Quantised { q, scales, rows })
+}
 
 /// `out = act_quant(x) . W^T` with e2m1 `w` `[n, k/2]` (low nibble first) and e8m0 `w_scale` `[n, k/32]`, on the GPU.
 #[allow(clippy::too_many_arguments)]
@@ -35,42 +70,25 @@ pub fn mxfp4_gemm_cuda<'a>(
     out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
-    let x = x.into();
-    let w = w.into();
-    let w_scale = w_scale.into();
-    let out = out.into();
-    if k > MAX_K || !k.is_multiple_of(32) {
-        return Err(format!(
-            "mxfp4_gemm on CUDA: K {k} must be a multiple of 32 and at most {MAX_K}"
-        ));
-    }
+    checked_k(k)?;
     let gpu = cuda::gpu()?;
-    let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
-    let gemm = gpu.function(&KERNEL, "mxfp4_gemm", faults)?;
-    let rows = gpu.function(&KERNEL, "mxfp4_gemm_rows", faults)?;
-    let m = x.len() / k;
-    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
-    let mut q = gpu.upload(&vec![0u16; m * k.next_multiple_of(8)])?;
-    let mut qs = gpu.upload(&vec![0f32; m * k.div_ceil(128)])?;
-    let mut y = gpu.stage_out(out)?;
-    let (mm, nn, kk) = (m as i32, n as i32, k as i32);
-    {
-        let mut b = gpu.stream.launch_builder(&quant);
-        b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
-        cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
-    }
+    let (xd, wd, sd) = (gpu.stage(x.into())?, gpu.stage(w.into())?, gpu.stage(w_scale.into())?);
+    let mut y = gpu.stage_out(out.into())?;
+    let qd = quantise(gpu, launch, &xd, k, faults)?;
+    let m = qd.rows;
     {
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
-        let (f, entry, tiles) = if m <= DECODE_ROWS {
-            (&rows, "mxfp4_gemm_rows", n.div_ceil(16))
+        let (entry, tiles) = if m <= DECODE_ROWS {
+            ("mxfp4_gemm_rows", n.div_ceil(16))
         } else {
-            (&gemm, "mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
+            ("mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
-        let mut b = gpu.stream.launch_builder(f);
-        b.arg(&q)
-            .arg(&qs)
+        let f = gpu.function(&KERNEL, entry, faults)?;
+        let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&qd.q)
+            .arg(&qd.scales)
             .input(&wd)
             .input(&sd)
             .arg(&mut yv)
@@ -79,6 +97,51 @@ pub fn mxfp4_gemm_cuda<'a>(
             .arg(&kk);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
         cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
+    }
+    y.finish(gpu)
+}
+
+/// Routed slots on the GPU: `out[s] = act_quant(x[s / per_row]) . W_e^T` with `e = idx[s]`, expert e's weights at `table[2e]` and scales at `table[2e + 1]` (device addresses of `[n, k/2]` e2m1 and `[n, k/32]` e8m0).
+#[allow(clippy::too_many_arguments)]
+pub fn mxfp4_gemm_slots_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    table: &CudaSlice<u64>,
+    idx: impl Into<In<'a, i32>>,
+    per_row: usize,
+    n: usize,
+    k: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    checked_k(k)?;
+    let gpu = cuda::gpu()?;
+    let (xd, id) = (gpu.stage(x.into())?, gpu.stage(idx.into())?);
+    let slots = id.view().len();
+    if per_row == 0 || slots > 65_535 || xd.view().len() < slots.div_ceil(per_row) * k {
+        return Err(format!(
+            "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
+        ));
+    }
+    let mut y = gpu.stage_out(out.into())?;
+    let qd = quantise(gpu, launch, &xd, k, faults)?;
+    {
+        let mut yv = y.view();
+        let f = gpu.function(&KERNEL, "mxfp4_gemm_slots", faults)?;
+        let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&qd.q)
+            .arg(&qd.scales)
+            .arg(table)
+            .input(&id)
+            .arg(&pr)
+            .arg(&mut yv)
+            .arg(&nn)
+            .arg(&kk);
+        let mut cfg = launch.config(n.div_ceil(16));
+        cfg.grid_dim.1 = slots.max(1) as u32;
+        // SAFETY: the arguments match the kernel's signature; every idx names a table entry whose addresses hold `[n, k/2]` and `[n, k/32]` bytes; y holds `slots * n` values.
+        cuda::launched("mxfp4_gemm_slots", unsafe { b.launch(cfg) })?;
     }
     y.finish(gpu)
 }

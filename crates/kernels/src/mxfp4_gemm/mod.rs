@@ -4,11 +4,12 @@
 mod bf16;
 mod cpu;
 pub mod cuda;
+mod slots;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, mxfp4_gemm};
-pub use cuda::mxfp4_gemm_cuda;
+pub use cuda::{mxfp4_gemm_cuda, mxfp4_gemm_slots_cuda};
 
 use tensorfold_formats::e2m1;
 
@@ -16,6 +17,7 @@ use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
 use crate::cpu::SimdPath;
 use crate::faults::Faults;
+use crate::fp8_gemm::DECODE_ROWS;
 use crate::gemm::act::ACT_BLOCK;
 use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scale_codes};
 
@@ -62,6 +64,11 @@ impl Kernel for Mxfp4Gemm {
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
+        // On CUDA, cases marked `slots` run batches of up to 16 rows as routed slots through an expert table (slots.rs).
+        .chain(
+            [(17, 31, 96), (3, 257, 1056), (2, 4096, 2048)]
+                .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k), ("slots", 1)])),
+        )
         .collect()
     }
 
@@ -130,6 +137,9 @@ impl Kernel for Mxfp4Gemm {
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         match launch {
             Launch::Cpu(l) => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
+            Launch::Cuda(c) if slots::marked(case) && case.rows <= DECODE_ROWS => {
+                slots::run(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
             Launch::Cuda(c) => {
                 mxfp4_gemm_cuda(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
             }

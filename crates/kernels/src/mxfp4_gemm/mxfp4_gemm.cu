@@ -13,3 +13,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_rows(const u16* 
                                                                  float* y, int m, int n, int k) {
     tf_mma_rows<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
+
+// Routed slots (decode): block row s runs slot s's expert idx[s] (weights table[2e], scales table[2e + 1]) on quantised row s / per_row into y row s; the same bits as mxfp4_gemm_rows.
+extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_slots(const u16* q, const float* q_scale, const u64* table, const int* idx,
+                                                                  int per_row, float* y, int n, int k) {
+    int s = blockIdx.y, e = idx[s], row = s / per_row;
+    int q_stride = (k + 7) / 8 * 8, qs_stride = (k + QB - 1) / QB;
+    const u8* w = (const u8*)table[2 * e];
+    const u8* w_scale = (const u8*)table[2 * e + 1];
+    tf_mma_rows<MMA_FP4>(q + (size_t)row * q_stride, q_stride, q_scale + (size_t)row * qs_stride, qs_stride, w, w_scale, 0,
+                         y + (size_t)s * n, n, 1, n, k);
+}

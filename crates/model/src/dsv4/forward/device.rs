@@ -1,6 +1,9 @@
 //! Where a forward pass runs: the CPU, or the GPU with the model's weights resident there and its activations kept there for the pass.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaSlice;
 
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_kernels::cuda::{self, CudaKernel, CudaLaunch, Gpu, Resident};
@@ -12,10 +15,15 @@ pub enum Device {
     Cuda(Arc<CudaDevice>),
 }
 
+/// Device address tables of expert matrices, by the MoE's address and matrix.
+pub(crate) type ExpertTables = HashMap<(usize, super::slots::Matrix), Arc<CudaSlice<u64>>>;
+
 /// The process GPU and the model's weights resident on it.
 pub struct CudaDevice {
     pub gpu: &'static Gpu,
     pub resident: Resident,
+    /// Device address tables of each MoE's expert matrices, by the MoE's address and matrix.
+    pub(crate) tables: Mutex<ExpertTables>,
 }
 
 impl CudaDevice {
@@ -24,6 +32,7 @@ impl CudaDevice {
         Ok(CudaDevice {
             gpu: cuda::select(ordinal)?,
             resident: Resident::default(),
+            tables: Mutex::default(),
         })
     }
 }

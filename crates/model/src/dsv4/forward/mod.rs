@@ -14,6 +14,7 @@ pub mod nccl;
 mod ops;
 pub mod parallel;
 mod resident;
+mod slots;
 pub mod socket;
 
 use std::ops::Range;

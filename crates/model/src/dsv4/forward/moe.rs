@@ -1,7 +1,7 @@
-//! The mixture of experts: router (biased or hash), routed MXFP4 experts grouped by expert, shared expert, join.
+//! The mixture of experts: router (biased or hash), routed MXFP4 experts (by slot on the GPU at decode, else grouped by expert), shared expert, join.
 
 use super::act::Act;
-use super::{Pass, linear, ops};
+use super::{Pass, linear, ops, slots};
 use crate::dsv4::weights::{Expert, Moe, Routing};
 
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
@@ -21,21 +21,10 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
         Routing::Bias(bias) => ops::router(dev, &logits, bias, k, scale, out),
         Routing::Hash(table) => ops::hash_router(dev, &logits, &pass.ids, table, c.n_routed_experts, k, scale, out),
     }
-    // The host picks each expert's weights, so the choices come back.
-    let (idx, weights) = (idx.into_vec(dev), weights.into_vec(dev));
-    let routed = match &pass.ranks {
-        Some(ranks) => dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights)),
-        None => {
-            let mut routed = dev.zeros(rows * k * d);
-            for (e, expert) in w.experts.iter().enumerate() {
-                let Some(y) = expert_rows(pass, expert, e, x, &idx, &weights, k) else {
-                    continue;
-                };
-                let slots: Vec<usize> = (0..rows * k).filter(|&s| idx[s] as usize == e).collect();
-                routed.copy_rows(dev, &slots, &y, &(0..slots.len()).collect::<Vec<_>>(), d);
-            }
-            routed
-        }
+    let routed = if slots::by_slot(pass) {
+        slots::routed(pass, w, x, &idx, &weights)
+    } else {
+        grouped(pass, w, x, idx, weights)
     };
     let shared = match &w.shared {
         Some(sh) => {
@@ -50,6 +39,29 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     let mut out = dev.zeros(rows * d);
     ops::moe_join(dev, &routed, &shared, k, d, &mut out);
     out
+}
+
+/// The routed experts grouped by expert on the host (or by rank), `[rows * k, D]` in slot order.
+fn grouped(pass: &Pass<'_>, w: &Moe, x: &Act, idx: Act<i32>, weights: Act) -> Act {
+    let c = &pass.model.config;
+    let dev = &pass.device;
+    let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
+    // The host picks each expert's weights, so the choices come back.
+    let (idx, weights) = (idx.into_vec(dev), weights.into_vec(dev));
+    match &pass.ranks {
+        Some(ranks) => dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights)),
+        None => {
+            let mut routed = dev.zeros(rows * k * d);
+            for (e, expert) in w.experts.iter().enumerate() {
+                let Some(y) = expert_rows(pass, expert, e, x, &idx, &weights, k) else {
+                    continue;
+                };
+                let slots: Vec<usize> = (0..rows * k).filter(|&s| idx[s] as usize == e).collect();
+                routed.copy_rows(dev, &slots, &y, &(0..slots.len()).collect::<Vec<_>>(), d);
+            }
+            routed
+        }
+    }
 }
 
 /// Expert `e` on the rows routed to it (ascending slot order), `[slots, D]`; `None` when no row picked it.

@@ -15,7 +15,7 @@ use tensorfold_kernels::{
 use super::act::Act;
 use super::device::{Device, ok, record};
 
-const F: Faults = Faults::NONE;
+pub(crate) const F: Faults = Faults::NONE;
 
 /// Resident device copy of a model-owned array (weights, norms, RoPE frequencies): never a per-pass temporary.
 macro_rules! res {

@@ -1,0 +1,46 @@
+//! The contract's routed-slots runs: a three-expert table whose middle entry holds the case's weights, every slot routed to it.
+
+use cudarc::driver::DevicePtr;
+
+use super::cuda::{KERNEL, mxfp4_gemm_slots_cuda};
+use crate::contract::Case;
+use crate::cuda;
+use crate::faults::Faults;
+
+/// Whether `case` asks for the routed-slots entry.
+pub(super) fn marked(case: &Case) -> bool {
+    case.params.iter().any(|(p, _)| *p == "slots")
+}
+
+/// `mxfp4_gemm` through `mxfp4_gemm_slots`; the other two experts hold different weights, so a slot that ignored its route would read them.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    launch: &cuda::CudaLaunch,
+    x: &[f32],
+    w: &[u8],
+    s: &[u8],
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+    faults: Faults,
+) -> Result<(), String> {
+    let gpu = cuda::gpu()?;
+    gpu.function(&KERNEL, "mxfp4_gemm_slots", faults)?;
+    let flipped: Vec<u8> = w.iter().map(|b| b ^ 0x99).collect();
+    let bumped: Vec<u8> = s.iter().map(|c| c.wrapping_add(1)).collect();
+    let bufs = [
+        gpu.upload(&flipped)?,
+        gpu.upload(&bumped)?,
+        gpu.upload(w)?,
+        gpu.upload(s)?,
+        gpu.upload(&flipped)?,
+        gpu.upload(&bumped)?,
+    ];
+    let table: Vec<u64> = bufs.iter().map(|b| b.device_ptr(&gpu.stream).0).collect();
+    let table = gpu.upload(&table)?;
+    let idx = vec![1i32; out.len() / n.max(1)];
+    let r = mxfp4_gemm_slots_cuda(launch, x, &table, idx.as_slice(), 1, n, k, out, faults);
+    gpu.sync()?;
+    drop(bufs);
+    r
+}

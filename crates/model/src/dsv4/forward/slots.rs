@@ -1,0 +1,96 @@
+//! Decode-sized MoE on the GPU: every routed slot's expert in one launch per matrix, the router's choices never leaving the device.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use tensorfold_kernels::fp8_gemm::DECODE_ROWS;
+use tensorfold_kernels::mxfp4_gemm as m4;
+
+use super::act::Act;
+use super::device::{CudaDevice, ok, record};
+use super::{Pass, ops};
+use crate::dsv4::weights::{Expert, Moe, Mxfp4};
+
+/// Which expert matrix a table addresses.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Matrix {
+    W1,
+    W3,
+    W2,
+}
+
+/// Whether this pass's MoE runs by slot: on one GPU, official semantics, at most 16 rows.
+pub(crate) fn by_slot(pass: &Pass<'_>) -> bool {
+    pass.device.cuda().is_some()
+        && pass.ranks.is_none()
+        && pass.model.semantics.act_quant_gemm_inputs
+        && pass.rows() <= DECODE_ROWS
+}
+
+/// The device addresses of every expert's `which` matrix: weights at entry 2e, scales at 2e + 1; built once per layer.
+fn table(c: &CudaDevice, w: &Moe, which: Matrix) -> Arc<CudaSlice<u64>> {
+    let key = (w as *const Moe as usize, which);
+    let mut tables = c.tables.lock().expect("expert tables poisoned");
+    if let Some(t) = tables.get(&key) {
+        return t.clone();
+    }
+    let mut addrs = Vec::with_capacity(2 * w.experts.len());
+    for e in &w.experts {
+        let m = pick(e, which);
+        for host in [&m.packed[..], &m.scales[..]] {
+            let d = c
+                .resident
+                .get(c.gpu, host)
+                .unwrap_or_else(|e| panic!("uploading a weight to the GPU failed: {e}"));
+            addrs.push(d.device_ptr(&c.gpu.stream).0);
+        }
+    }
+    let t = Arc::new(
+        c.gpu
+            .upload(&addrs)
+            .unwrap_or_else(|e| panic!("uploading an expert table to the GPU failed: {e}")),
+    );
+    tables.insert(key, t.clone());
+    t
+}
+
+fn pick(e: &Expert, which: Matrix) -> &Mxfp4 {
+    match which {
+        Matrix::W1 => &e.w1,
+        Matrix::W3 => &e.w3,
+        Matrix::W2 => &e.w2,
+    }
+}
+
+/// Routed slot `s`'s expert `which` on row `s / per_row` of `x`, into row `s` of `[slots, n]`.
+fn slots(pass: &Pass<'_>, w: &Moe, which: Matrix, x: &Act, idx: &Act<i32>, per_row: usize, m: &Mxfp4) -> Act {
+    let c = pass.device.cuda().expect("slots run on the GPU");
+    let t = table(c, w, which);
+    let mut out = pass.device.zeros(idx.len() * m.out_dim);
+    let r = record(&m4::cuda::KERNEL);
+    let res = m4::mxfp4_gemm_slots_cuda(
+        r,
+        x.input(),
+        &t,
+        idx.input(),
+        per_row,
+        m.out_dim,
+        m.in_dim,
+        out.output(),
+        ops::F,
+    );
+    ok("mxfp4_gemm", res);
+    out
+}
+
+/// The routed experts' outputs `[rows * k, D]` in slot order, from the router's device `idx` and `weights`.
+pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, idx: &Act<i32>, weights: &Act) -> Act {
+    let c = &pass.model.config;
+    let first = w.experts.first().expect("a routed MoE has experts");
+    let k = c.num_experts_per_tok;
+    let g = slots(pass, w, Matrix::W1, x, idx, k, &first.w1);
+    let u = slots(pass, w, Matrix::W3, x, idx, k, &first.w3);
+    let mut h = pass.device.zeros(g.len());
+    ops::swiglu(&pass.device, &g, &u, weights, c.swiglu_limit as f32, &mut h);
+    slots(pass, w, Matrix::W2, &h, idx, 1, &first.w2)
+}
