@@ -1,14 +1,18 @@
-//! CUDA `bf16_gemm`: 64x128 tensor-core tiles (x split exactly into three bf16 pieces), K in fixed 32-wide stages, so every row's bits are the same at any batch size.
+//! CUDA `bf16_gemm`: 64x128 tensor-core tiles (x split exactly into three bf16 pieces), K in fixed 32-wide stages, so every row's bits are the same at any batch size; decode rows split the stages over warps.
 
 use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
+use crate::fp8_gemm::DECODE_ROWS;
+
+/// The most per-stage partials the decode entry stores (larger outputs, such as the vocab head, take the tiles).
+const MAX_PARTS: usize = 1 << 22;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "bf16_gemm",
     source: concat!(include_str!("../cuda/mma.cuh"), include_str!("bf16_gemm.cu")),
-    entries: &["bf16_gemm"],
+    entries: &["bf16_gemm", "bf16_gemm_rows", "bf16_gemm_chain"],
     controls: &["race_no_sync", "drop_tail", "skip_last_row"],
     records: &[
         CudaLaunch::new(256, 65_535),
@@ -31,13 +35,34 @@ pub fn bf16_gemm_cuda<'a>(
     let w = w.into();
     let out = out.into();
     let gpu = cuda::gpu()?;
-    let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
     let m = x.len() / k;
     let (xd, wd) = (gpu.stage(x)?, gpu.stage(w)?);
     let mut y = gpu.stage_out(out)?;
-    {
+    let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+    let stages = k.div_ceil(32);
+    if m <= DECODE_ROWS && stages * m * n <= MAX_PARTS {
+        // Decode: a warp per (16 columns, stage) into per-stage partials, then each output's chain in stage order.
+        let rows = gpu.function(&KERNEL, "bf16_gemm_rows", faults)?;
+        let chain = gpu.function(&KERNEL, "bf16_gemm_chain", faults)?;
+        let mut parts = gpu.zeros::<f32>(stages * m * n)?;
+        {
+            let mut b = gpu.stream.launch_builder(&rows);
+            b.input(&xd).input(&wd).arg(&mut parts).arg(&mm).arg(&nn).arg(&kk);
+            let warps = n.div_ceil(16) * stages;
+            // SAFETY: the arguments match the kernel's signature; parts holds `stages * m * n` values.
+            cuda::launched("bf16_gemm_rows", unsafe { b.launch(launch.config(warps.div_ceil(8))) })?;
+        }
         let mut yv = y.view();
-        let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+        let ss = stages as i32;
+        let mut b = gpu.stream.launch_builder(&chain);
+        b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
+        // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
+        cuda::launched("bf16_gemm_chain", unsafe {
+            b.launch(launch.config((m * n).div_ceil(256)))
+        })?;
+    } else {
+        let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
+        let mut yv = y.view();
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
         let tiles = n.div_ceil(128) * m.div_ceil(64);

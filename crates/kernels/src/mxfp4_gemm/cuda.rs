@@ -101,17 +101,17 @@ pub fn mxfp4_gemm_cuda<'a>(
     y.finish(gpu)
 }
 
-/// Routed slots on the GPU: `out[s] = act_quant(x[s / per_row]) . W_e^T` with `e = idx[s]`, expert e's weights at `table[2e]` and scales at `table[2e + 1]` (device addresses of `[n, k/2]` e2m1 and `[n, k/32]` e8m0).
+/// Routed slots on the GPU, one launch for one or two matrices: `outs[z][s] = act_quant(x[s / per_row]) . W^T` with W expert `idx[s]` of `tables[z]` (entry 2e the device address of its `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0).
 #[allow(clippy::too_many_arguments)]
 pub fn mxfp4_gemm_slots_cuda<'a>(
     launch: &CudaLaunch,
     x: impl Into<In<'a, f32>>,
-    table: &CudaSlice<u64>,
+    tables: &[&CudaSlice<u64>],
     idx: impl Into<In<'a, i32>>,
     per_row: usize,
     n: usize,
     k: usize,
-    out: impl Into<Out<'a, f32>>,
+    outs: Vec<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
     checked_k(k)?;
@@ -123,25 +123,42 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
             "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
         ));
     }
-    let mut y = gpu.stage_out(out.into())?;
+    if tables.is_empty() || tables.len() > 2 || tables.len() != outs.len() {
+        return Err("mxfp4_gemm_slots on CUDA: one or two tables, an output each".into());
+    }
+    let mut ys = outs
+        .into_iter()
+        .map(|o| gpu.stage_out(o))
+        .collect::<Result<Vec<_>, _>>()?;
     let qd = quantise(gpu, launch, &xd, k, faults)?;
     {
-        let mut yv = y.view();
         let f = gpu.function(&KERNEL, "mxfp4_gemm_slots", faults)?;
         let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
+        let z = tables.len();
+        let (t0, t1) = (tables[0], tables[z - 1]);
+        let mut cfg = launch.config(n.div_ceil(16));
+        cfg.grid_dim.1 = slots.max(1) as u32;
+        cfg.grid_dim.2 = z as u32;
+        let null = 0u64;
+        let (first, rest) = ys.split_at_mut(1);
+        let mut y0 = first[0].view();
+        let mut y1 = rest.first_mut().map(|y| y.view());
         let mut b = gpu.stream.launch_builder(&f);
         b.arg(&qd.q)
             .arg(&qd.scales)
-            .arg(table)
+            .arg(t0)
+            .arg(t1)
             .input(&id)
             .arg(&pr)
-            .arg(&mut yv)
-            .arg(&nn)
-            .arg(&kk);
-        let mut cfg = launch.config(n.div_ceil(16));
-        cfg.grid_dim.1 = slots.max(1) as u32;
-        // SAFETY: the arguments match the kernel's signature; every idx names a table entry whose addresses hold `[n, k/2]` and `[n, k/32]` bytes; y holds `slots * n` values.
+            .arg(&mut y0);
+        match y1.as_mut() {
+            Some(y) => b.arg(y),
+            // One matrix: the grid has no second z, so the second output is never touched.
+            None => b.arg(&null),
+        };
+        b.arg(&nn).arg(&kk);
+        // SAFETY: the arguments match the kernel's signature; every idx names a table entry whose addresses hold `[n, k/2]` and `[n, k/32]` bytes; each output holds `slots * n` values.
         cuda::launched("mxfp4_gemm_slots", unsafe { b.launch(cfg) })?;
     }
-    y.finish(gpu)
+    ys.into_iter().try_for_each(|y| y.finish(gpu))
 }

@@ -14,10 +14,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_rows(const u16* 
     tf_mma_rows<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
-// Routed slots (decode): block row s runs slot s's expert idx[s] (weights table[2e], scales table[2e + 1]) on quantised row s / per_row into y row s; the same bits as mxfp4_gemm_rows.
-extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_slots(const u16* q, const float* q_scale, const u64* table, const int* idx,
-                                                                  int per_row, float* y, int n, int k) {
+// Routed slots (decode): block (x, s, z) runs slot s's expert e = idx[s] (weights tables[z][2e], scales tables[z][2e + 1]) on quantised row s / per_row into row s of ys[z]; the same bits as mxfp4_gemm_rows.
+extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_slots(const u16* q, const float* q_scale, const u64* table0, const u64* table1,
+                                                                  const int* idx, int per_row, float* y0, float* y1, int n, int k) {
     int s = blockIdx.y, e = idx[s], row = s / per_row;
+    const u64* table = blockIdx.z ? table1 : table0;
+    float* y = blockIdx.z ? y1 : y0;
     int q_stride = (k + 7) / 8 * 8, qs_stride = (k + QB - 1) / QB;
     const u8* w = (const u8*)table[2 * e];
     const u8* w_scale = (const u8*)table[2 * e + 1];

@@ -62,25 +62,27 @@ fn pick(e: &Expert, which: Matrix) -> &Mxfp4 {
     }
 }
 
-/// Routed slot `s`'s expert `which` on row `s / per_row` of `x`, into row `s` of `[slots, n]`.
-fn slots(pass: &Pass<'_>, w: &Moe, which: Matrix, x: &Act, idx: &Act<i32>, per_row: usize, m: &Mxfp4) -> Act {
+/// Routed slot `s`'s expert matrices `which` (one launch) on row `s / per_row` of `x`, each into rows `s` of `[slots, n]`.
+fn slots(pass: &Pass<'_>, w: &Moe, which: &[Matrix], x: &Act, idx: &Act<i32>, per_row: usize, m: &Mxfp4) -> Vec<Act> {
     let c = pass.device.cuda().expect("slots run on the GPU");
-    let t = table(c, w, which);
-    let mut out = pass.device.zeros(idx.len() * m.out_dim);
+    let tables: Vec<_> = which.iter().map(|&m| table(c, w, m)).collect();
+    let mut outs: Vec<Act> = which.iter().map(|_| pass.device.zeros(idx.len() * m.out_dim)).collect();
     let r = record(&m4::cuda::KERNEL);
+    let refs: Vec<&CudaSlice<u64>> = tables.iter().map(|t| &**t).collect();
+    let views = outs.iter_mut().map(|o| o.output()).collect();
     let res = m4::mxfp4_gemm_slots_cuda(
         r,
         x.input(),
-        &t,
+        &refs,
         idx.input(),
         per_row,
         m.out_dim,
         m.in_dim,
-        out.output(),
+        views,
         ops::F,
     );
     ok("mxfp4_gemm", res);
-    out
+    outs
 }
 
 /// The routed experts' outputs `[rows * k, D]` in slot order, from the router's device `idx` and `weights`.
@@ -88,9 +90,11 @@ pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, idx: &Act<i32>, weights:
     let c = &pass.model.config;
     let first = w.experts.first().expect("a routed MoE has experts");
     let k = c.num_experts_per_tok;
-    let g = slots(pass, w, Matrix::W1, x, idx, k, &first.w1);
-    let u = slots(pass, w, Matrix::W3, x, idx, k, &first.w3);
+    let mut gu = slots(pass, w, &[Matrix::W1, Matrix::W3], x, idx, k, &first.w1);
+    let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
     let mut h = pass.device.zeros(g.len());
     ops::swiglu(&pass.device, &g, &u, weights, c.swiglu_limit as f32, &mut h);
-    slots(pass, w, Matrix::W2, &h, idx, 1, &first.w2)
+    slots(pass, w, &[Matrix::W2], &h, idx, 1, &first.w2)
+        .pop()
+        .expect("w2 output")
 }
