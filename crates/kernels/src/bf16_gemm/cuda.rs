@@ -6,8 +6,11 @@ use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 
-/// The most per-stage partials the decode entry stores (larger outputs, such as the vocab head, take the tiles).
+/// The most per-stage partials the split decode entry stores.
 const MAX_PARTS: usize = 1 << 22;
+
+/// Decode outputs of fewer 16-column tiles than this split the stages over warps.
+const SPLIT_BELOW: usize = 1024;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "bf16_gemm",
@@ -40,26 +43,30 @@ pub fn bf16_gemm_cuda<'a>(
     let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     let stages = k.div_ceil(32);
-    if m <= DECODE_ROWS && stages * m * n <= MAX_PARTS {
-        // Decode: a warp per (16 columns, stage) into per-stage partials, then each output's chain in stage order.
+    if m <= DECODE_ROWS {
+        // Decode: few columns split the stages over warps (then each output's chain in stage order); many take a warp per 16 columns.
+        let tiles = n.div_ceil(16);
+        let split = tiles < SPLIT_BELOW && stages * m * n <= MAX_PARTS;
         let rows = gpu.function(&KERNEL, "bf16_gemm_rows", faults)?;
-        let chain = gpu.function(&KERNEL, "bf16_gemm_chain", faults)?;
-        let mut parts = gpu.zeros::<f32>(stages * m * n)?;
+        let mut parts = gpu.zeros::<f32>(if split { stages * m * n } else { 1 })?;
         {
+            let mut yv = y.view();
+            let sp = split as i32;
             let mut b = gpu.stream.launch_builder(&rows);
-            b.input(&xd).input(&wd).arg(&mut parts).arg(&mm).arg(&nn).arg(&kk);
-            let warps = n.div_ceil(16) * stages;
-            // SAFETY: the arguments match the kernel's signature; parts holds `stages * m * n` values.
+            b.input(&xd).input(&wd).arg(&mut parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk).arg(&sp);
+            let warps = if split { tiles * stages } else { tiles };
+            // SAFETY: the arguments match the kernel's signature; parts holds `stages * m * n` values when split, y `m * n`.
             cuda::launched("bf16_gemm_rows", unsafe { b.launch(launch.config(warps.div_ceil(8))) })?;
         }
-        let mut yv = y.view();
-        let ss = stages as i32;
-        let mut b = gpu.stream.launch_builder(&chain);
-        b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
-        // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
-        cuda::launched("bf16_gemm_chain", unsafe {
-            b.launch(launch.config((m * n).div_ceil(256)))
-        })?;
+        if split {
+            let chain = gpu.function(&KERNEL, "bf16_gemm_chain", faults)?;
+            let mut yv = y.view();
+            let ss = stages as i32;
+            let mut b = gpu.stream.launch_builder(&chain);
+            b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
+            // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
+            cuda::launched("bf16_gemm_chain", unsafe { b.launch(launch.config((m * n).div_ceil(256))) })?;
+        }
     } else {
         let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
         let mut yv = y.view();

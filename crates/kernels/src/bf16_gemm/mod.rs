@@ -54,7 +54,7 @@ impl Kernel for Bf16Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // Awkward sizes (512 rows: a prompt chunk beside decode rows); router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K.
+        // Awkward sizes (512 rows: a prompt chunk beside decode rows); router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K; 18 rows of many columns (tiles whole, decode rows a warp per 16 columns).
         [
             (3, 1, 1),
             (17, 31, 257),
@@ -64,6 +64,7 @@ impl Kernel for Bf16Gemm {
             (2, 1024, 4096),
             (3, 64, 4096),
             (2, 129_280, 48),
+            (18, 16_400, 40),
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
