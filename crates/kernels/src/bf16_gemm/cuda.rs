@@ -53,7 +53,14 @@ pub fn bf16_gemm_cuda<'a>(
             let mut yv = y.view();
             let sp = split as i32;
             let mut b = gpu.stream.launch_builder(&rows);
-            b.input(&xd).input(&wd).arg(&mut parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk).arg(&sp);
+            b.input(&xd)
+                .input(&wd)
+                .arg(&mut parts)
+                .arg(&mut yv)
+                .arg(&mm)
+                .arg(&nn)
+                .arg(&kk)
+                .arg(&sp);
             let warps = if split { tiles * stages } else { tiles };
             // SAFETY: the arguments match the kernel's signature; parts holds `stages * m * n` values when split, y `m * n`.
             cuda::launched("bf16_gemm_rows", unsafe { b.launch(launch.config(warps.div_ceil(8))) })?;
@@ -65,7 +72,9 @@ pub fn bf16_gemm_cuda<'a>(
             let mut b = gpu.stream.launch_builder(&chain);
             b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
             // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
-            cuda::launched("bf16_gemm_chain", unsafe { b.launch(launch.config((m * n).div_ceil(256))) })?;
+            cuda::launched("bf16_gemm_chain", unsafe {
+                b.launch(launch.config((m * n).div_ceil(256)))
+            })?;
         }
     } else {
         let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;

@@ -16,6 +16,9 @@ use crate::faults::Faults;
 /// Loaded modules by kernel name and planted control.
 type Modules = HashMap<(&'static str, Option<&'static str>), Arc<CudaModule>>;
 
+/// Looked-up entry points by kernel name, planted control and entry.
+type Functions = HashMap<(&'static str, Option<&'static str>, String), CudaFunction>;
+
 /// One GPU with its stream and the modules loaded so far (one per kernel and planted control).
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
@@ -26,6 +29,7 @@ pub struct Gpu {
     /// The device's number in the driver's list.
     pub ordinal: usize,
     modules: Mutex<Modules>,
+    functions: Mutex<Functions>,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -94,6 +98,7 @@ fn open() -> Result<Gpu, String> {
         name,
         ordinal,
         modules: Mutex::new(HashMap::new()),
+        functions: Mutex::new(HashMap::new()),
     })
 }
 
@@ -175,6 +180,10 @@ impl Gpu {
         let fault = faults
             .active()
             .and_then(|f| kernel.controls.iter().copied().find(|c| *c == f));
+        let key = (kernel.name, fault, entry.to_string());
+        if let Some(f) = self.functions.lock().expect("function cache poisoned").get(&key) {
+            return Ok(f.clone());
+        }
         let module = {
             let mut modules = self.modules.lock().expect("module cache poisoned");
             match modules.get(&(kernel.name, fault)) {
@@ -190,7 +199,12 @@ impl Gpu {
                 }
             }
         };
-        module.load_function(entry).map_err(driver_err("function lookup"))
+        let f = module.load_function(entry).map_err(driver_err("function lookup"))?;
+        self.functions
+            .lock()
+            .expect("function cache poisoned")
+            .insert(key, f.clone());
+        Ok(f)
     }
 
     /// Copies `host` to a new device buffer (one zero element when empty, so the pointer is valid).
