@@ -50,7 +50,9 @@ pub fn swiglu_cuda<'a>(
             .arg(&n)
             .arg(&limit);
         // SAFETY: the arguments match the kernel's signature; gate, up and out hold `rows * inter` values.
-        cuda::launched("swiglu", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("swiglu", unsafe {
+            b.launch(launch.config(rows * inter.div_ceil(launch.block as usize)))
+        })?;
     }
     h.finish(gpu)
 }

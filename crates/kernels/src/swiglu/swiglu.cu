@@ -1,8 +1,10 @@
-// swiglu: one block per row (rows past the grid loop), the route weight broadcast through shared memory.
+// swiglu: one block per (row, slice of blockDim values) (items past the grid loop), the route weight broadcast through shared memory.
 extern "C" __global__ void swiglu(const float* gate, const float* up, const float* route_weight, float* h, int rows,
                                   int inter, float limit) {
     __shared__ float w;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int slices = (inter + blockDim.x - 1) / blockDim.x;
+    for (int item = blockIdx.x; item < rows * slices; item += gridDim.x) {
+        int r = item / slices, i0 = (item % slices) * blockDim.x;
 #ifdef TF_FAULT_skip_last_row
         if (r == rows - 1) continue;
 #endif
@@ -14,7 +16,8 @@ extern "C" __global__ void swiglu(const float* gate, const float* up, const floa
 #ifdef TF_FAULT_no_up_clamp
         up_limit = __int_as_float(0x7f800000);
 #endif
-        for (int i = threadIdx.x; i < inter; i += blockDim.x) {
+        int i = i0 + threadIdx.x;
+        if (i < inter) {
             size_t at = (size_t)r * inter + i;
             float g = fminf(gate[at], limit);
             float u = fminf(fmaxf(up[at], -up_limit), up_limit);
