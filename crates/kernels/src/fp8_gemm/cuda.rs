@@ -5,11 +5,16 @@ use cudarc::driver::PushKernelArg;
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
-/// The longest activation row the quantiser's shared-memory stage holds.
+/// The longest activation row the GEMMs take.
 pub const MAX_K: usize = 8192;
 
 /// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
 pub const DECODE_ROWS: usize = 16;
+
+/// Blocks for the quantiser over `rows` rows of `k`: one warp per (row, 128-block).
+pub fn quant_blocks(launch: &CudaLaunch, rows: usize, k: usize) -> usize {
+    (rows * k.div_ceil(128)).div_ceil((launch.block as usize / 32).max(1))
+}
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
@@ -60,7 +65,7 @@ pub fn fp8_gemm_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
-        cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(m)) })?;
+        cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(quant_blocks(launch, m, k))) })?;
     }
     {
         let mut yv = y.view();

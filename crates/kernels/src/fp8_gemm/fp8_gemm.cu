@@ -1,26 +1,22 @@
 // fp8_gemm: y = act_quant(x) . W^T with e4m3 weights and 128x128 e8m0 scales on tensor cores; K in fixed 128-blocks (an MMA chain per block, then one scaled add), so a row's bits never depend on M or the tile.
-#define MAX_ROW 8192
 #define QB 128
 
-// Per row: the e4m3 grid values q = round(x / s) as f16 (row stride k rounded up to 8) and one power-of-two scale s per 128 values (DeepSeek's act_quant).
+// Per row: the e4m3 grid values q = round(x / s) as f16 (row stride k rounded up to 8) and one power-of-two scale s per 128 values (DeepSeek's act_quant);
+// one warp per (row, 128-block) straight from global memory, so a launch of ceil(rows * blocks / warps) blocks spreads even one row over the chip.
 __device__ __forceinline__ void tf_fp8_quant_rows(const float* x, u16* q, float* q_scale, int rows, int k) {
-    __shared__ float xs[MAX_ROW];
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int nblk = (k + QB - 1) / QB, kp = (k + 7) / 8 * 8;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[(size_t)r * k + i];
-        __syncthreads();
-        for (int b = warp; b < nblk; b += warps) {
-            int lo = b * QB, hi = min(lo + QB, k);
-            float m = 0.0f;
-            for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xs[i]));
-            for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            float s = tf_pow2_scale(m, 1e-4f, 448.0f);
-            for (int i = lo + lane; i < hi; i += 32)
-                q[(size_t)r * kp + i] = tf_f16(tf_round_grid(fminf(fmaxf(xs[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20));
-            if (lane == 0) q_scale[(size_t)r * nblk + b] = s;
-        }
-        __syncthreads();
+    for (long t = (long)blockIdx.x * warps + threadIdx.x / 32; t < (long)rows * nblk; t += (long)gridDim.x * warps) {
+        int r = (int)(t / nblk), b = (int)(t % nblk);
+        int lo = b * QB, hi = min(lo + QB, k);
+        const float* xr = x + (size_t)r * k;
+        float m = 0.0f;
+        for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xr[i]));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        float s = tf_pow2_scale(m, 1e-4f, 448.0f);
+        for (int i = lo + lane; i < hi; i += 32)
+            q[(size_t)r * kp + i] = tf_f16(tf_round_grid(fminf(fmaxf(xr[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20));
+        if (lane == 0) q_scale[(size_t)r * nblk + b] = s;
     }
 }
 

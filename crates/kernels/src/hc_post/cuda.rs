@@ -1,4 +1,4 @@
-//! CUDA `hc_post`: one block per row, comb and post in shared memory, an FMA chain per value in the CPU's term order.
+//! CUDA `hc_post`: one block per (row, slice of 256 outputs), comb and post in shared memory, an FMA chain per value in the CPU's term order.
 
 use cudarc::driver::PushKernelArg;
 
@@ -7,6 +7,9 @@ use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
 pub const MAX_HC: usize = 16;
+
+/// Outputs of a row one block writes (the kernel's `SLICE`).
+const SLICE: usize = 256;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_post",
@@ -59,7 +62,7 @@ pub fn hc_post_cuda<'a>(
             .arg(&h)
             .arg(&d);
         // SAFETY: the arguments match the kernel's signature; the buffers hold the shapes hc_post documents.
-        cuda::launched("hc_post", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("hc_post", unsafe { b.launch(launch.config(rows * (hc * dim).div_ceil(SLICE))) })?;
     }
     y.finish(gpu)
 }

@@ -1,11 +1,14 @@
-// hc_post: one block per row; the row's comb and post weights broadcast through shared memory, then per value an FMA chain over the hc streams and the block output.
+// hc_post: one block per (row, slice of SLICE outputs); the row's comb and post weights broadcast through shared memory, then per value an FMA chain over the hc streams and the block output.
 #define MAX_HC 16
+#define SLICE 256
 
 extern "C" __global__ void hc_post(const float* f, const float* x, const float* post, const float* comb, float* out, int rows, int hc,
                                    int dim) {
     __shared__ float c[MAX_HC * MAX_HC];
     __shared__ float p[MAX_HC];
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int slices = (hc * dim + SLICE - 1) / SLICE;
+    for (long t = blockIdx.x; t < (long)rows * slices; t += gridDim.x) {
+        int r = (int)(t / slices), lo = (int)(t % slices) * SLICE, hi = min(lo + SLICE, hc * dim);
         for (int i = threadIdx.x; i < hc * hc; i += blockDim.x) {
             int s = i / hc, j = i % hc;
             float v = comb[(size_t)r * hc * hc + s * hc + j];
@@ -22,7 +25,7 @@ extern "C" __global__ void hc_post(const float* f, const float* x, const float* 
 #ifdef TF_FAULT_skip_last_row
         skip = r == rows - 1;
 #endif
-        for (int i = threadIdx.x; i < hc * dim && !skip; i += blockDim.x) {
+        for (int i = lo + threadIdx.x; i < hi && !skip; i += blockDim.x) {
             int j = i / dim, d = i % dim;
             float acc = 0.0f;
             for (int s = 0; s < hc; ++s) acc = fmaf(c[s * hc + j], x[((size_t)r * hc + s) * dim + d], acc);

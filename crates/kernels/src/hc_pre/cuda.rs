@@ -1,4 +1,4 @@
-//! CUDA `hc_pre`: one block per row, pre weights in shared memory, an FMA chain over the streams per value.
+//! CUDA `hc_pre`: one block per (row, slice of 256 values), pre weights in shared memory, an FMA chain over the streams per value.
 
 use cudarc::driver::PushKernelArg;
 
@@ -7,6 +7,9 @@ use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
 pub const MAX_HC: usize = 16;
+
+/// Outputs of a row one block writes (the kernel's `SLICE`).
+const SLICE: usize = 256;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_pre",
@@ -47,7 +50,7 @@ pub fn hc_pre_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&xd).input(&pd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, pre `rows * hc`, out `rows * dim`.
-        cuda::launched("hc_pre", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("hc_pre", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;
     }
     y.finish(gpu)
 }

@@ -1,5 +1,6 @@
-// hc_pre: one block per row; the row's pre weights broadcast through shared memory, then per value an FMA chain over the hc streams in order.
+// hc_pre: one block per (row, slice of SLICE values); the row's pre weights broadcast through shared memory, then per value an FMA chain over the hc streams in order.
 #define MAX_HC 16
+#define SLICE 256
 
 extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
     __shared__ float p[MAX_HC];
@@ -7,12 +8,14 @@ extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, 
 #ifdef TF_FAULT_drop_last_stream
     used = hc - 1;
 #endif
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int slices = (dim + SLICE - 1) / SLICE;
+    for (long t = blockIdx.x; t < (long)rows * slices; t += gridDim.x) {
+        int r = (int)(t / slices), lo = (int)(t % slices) * SLICE, hi = min(lo + SLICE, dim);
         for (int s = threadIdx.x; s < hc; s += blockDim.x) p[s] = pre[(size_t)r * hc + s];
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
-        for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+        for (int d = lo + threadIdx.x; d < hi; d += blockDim.x) {
             float acc = 0.0f;
             for (int s = 0; s < used; ++s) acc = fmaf(p[s], x[((size_t)r * hc + s) * dim + d], acc);
             out[(size_t)r * dim + d] = acc;

@@ -1,4 +1,4 @@
-//! CUDA `rope`: one block per row, cos/sin from the exact f64 angle in shared memory, one FMA rotation per value.
+//! CUDA `rope`: one block per (row, head), cos/sin from the exact f64 angle in shared memory, one FMA rotation per value.
 
 use cudarc::driver::PushKernelArg;
 
@@ -38,7 +38,7 @@ pub fn rope_cuda<'a>(
     let inv_freq = inv_freq.into();
     let out = out.into();
     let pairs = inv_freq.len();
-    if pairs > MAX_PAIRS || 2 * pairs > head_dim {
+    if pairs > MAX_PAIRS || 2 * pairs > head_dim || head_dim == 0 {
         return Err(format!(
             "rope on CUDA: {pairs} pairs for head_dim {head_dim} (at most {MAX_PAIRS})"
         ));
@@ -68,8 +68,8 @@ pub fn rope_cuda<'a>(
             .arg(&h)
             .arg(&p)
             .arg(&inv);
-        // SAFETY: the arguments match the kernel's signature; x and out hold `rows * row_len` values.
-        cuda::launched("rope", unsafe { b.launch(launch.config(rows)) })?;
+        // SAFETY: the arguments match the kernel's signature; x and out hold `rows * row_len` values, whole heads of `head_dim`.
+        cuda::launched("rope", unsafe { b.launch(launch.config(rows * (row_len / head_dim))) })?;
     }
     y.finish(gpu)
 }

@@ -1,12 +1,13 @@
-// rope: one block per row; each pair's cos/sin from the exact f64 angle into shared memory, then every head's pairs rotated with one FMA.
+// rope: one block per (row, head); each pair's cos/sin from the exact f64 angle into shared memory (every block of a row the same), then the head's pairs rotated with one FMA.
 #define MAX_PAIRS 512
 
 extern "C" __global__ void rope(const float* x, const i32* positions, const float* inv_freq, float* y, int rows, int row_len,
                                 int head_dim, int pairs, int inverse) {
     __shared__ float cs[MAX_PAIRS];
     __shared__ float sn[MAX_PAIRS];
-    int rope_dim = 2 * pairs;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int rope_dim = 2 * pairs, heads = row_len / head_dim;
+    for (long t = blockIdx.x; t < (long)rows * heads; t += gridDim.x) {
+        int r = (int)(t / heads), h = (int)(t % heads);
         int pos = positions[r];
 #ifdef TF_FAULT_position_off_by_one
         pos += 1;
@@ -20,14 +21,14 @@ extern "C" __global__ void rope(const float* x, const i32* positions, const floa
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
-        const float* xr = x + (size_t)r * row_len;
-        float* yr = y + (size_t)r * row_len;
+        const float* xr = x + (size_t)r * row_len + (size_t)h * head_dim;
+        float* yr = y + (size_t)r * row_len + (size_t)h * head_dim;
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row
         skip = r == rows - 1;
 #endif
-        for (int i = threadIdx.x; i < row_len && !skip; i += blockDim.x) {
-            int k = i % head_dim - (head_dim - rope_dim);
+        for (int i = threadIdx.x; i < head_dim && !skip; i += blockDim.x) {
+            int k = i - (head_dim - rope_dim);
             float v = xr[i];
             if (k >= 0) {
                 int p = k >> 1;
