@@ -22,6 +22,23 @@ __device__ __forceinline__ float tf_warp_sum(float v) {
     return v;
 }
 
+// acc + a[i] * b[i] over i = first, first + stride, ... < n as one FMA chain in that order, loading 8 terms ahead.
+__device__ __forceinline__ float tf_strided_dot(const float* a, const float* b, int n, int first, int stride, float acc) {
+    int i = first;
+    for (; i + 7 * stride < n; i += 8 * stride) {
+        float av[8], bv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            av[u] = a[i + u * stride];
+            bv[u] = b[i + u * stride];
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc = fmaf(av[u], bv[u], acc);
+    }
+    for (; i < n; i += stride) acc = fmaf(a[i], b[i], acc);
+    return acc;
+}
+
 // `2^ceil(log2(max(amax, floor) / qmax))`, exactly as the CPU's pow2_scale.
 __device__ __forceinline__ float tf_pow2_scale(float amax, float floor, float qmax) {
     u32 b = __float_as_uint(fmaxf(amax, floor) / qmax);

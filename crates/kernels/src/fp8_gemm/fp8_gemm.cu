@@ -1,8 +1,7 @@
 // fp8_gemm: y = act_quant(x) . W^T with e4m3 weights and 128x128 e8m0 scales on tensor cores; K in fixed 128-blocks (an MMA chain per block, then one scaled add), so a row's bits never depend on M or the tile.
 #define QB 128
 
-// Per row: the e4m3 grid values q = round(x / s) as f16 (row stride k rounded up to 8) and one power-of-two scale s per 128 values (DeepSeek's act_quant);
-// one warp per (row, 128-block) straight from global memory, so a launch of ceil(rows * blocks / warps) blocks spreads even one row over the chip.
+// Per row: the e4m3 grid values q = round(x / s) as f16 (row stride k rounded up to 8) and one power-of-two scale s per 128 values (DeepSeek's act_quant), one warp per (row, 128-block).
 __device__ __forceinline__ void tf_fp8_quant_rows(const float* x, u16* q, float* q_scale, int rows, int k) {
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int nblk = (k + QB - 1) / QB, kp = (k + 7) / 8 * 8;

@@ -1,4 +1,4 @@
-//! CUDA `hc_head`: one block per row, the mixing dots in 256 fixed lanes, sigmoid weights, an FMA chain over the streams.
+//! CUDA `hc_head`: one block per (row, slice of 512 outputs), the mixing dots in 256 fixed lanes apiece, sigmoid weights, an FMA chain over the streams.
 
 use cudarc::driver::PushKernelArg;
 
@@ -8,12 +8,16 @@ use crate::faults::Faults;
 /// The most residual streams the kernel's shared-memory weights hold.
 pub const MAX_HC: usize = 16;
 
+/// Outputs of a row one block writes (the kernel's `SLICE`).
+const SLICE: usize = 512;
+
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_head",
     source: include_str!("hc_head.cu"),
     entries: &["hc_head"],
     controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
     records: &[
+        CudaLaunch::new(1024, 65_535),
         CudaLaunch::new(256, 65_535),
         CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
@@ -54,7 +58,7 @@ pub fn hc_head_cuda<'a>(
         b.input(&xd).input(&fd).input(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         b.arg(&scale).arg(&norm_eps).arg(&hc_eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, hc_fn `hc * hc * dim`, out `rows * dim`.
-        cuda::launched("hc_head", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("hc_head", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;
     }
     y.finish(gpu)
 }

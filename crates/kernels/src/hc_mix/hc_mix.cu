@@ -4,9 +4,7 @@
 // The dot of a and b over n values, summed in LANES fixed lanes then one warp; the result is valid in thread 0.
 __device__ float lane_dot(const float* a, const float* b, int n, float* lanes) {
     for (int l = threadIdx.x; l < LANES; l += blockDim.x) {
-        float acc = 0.0f;
-        for (int i = l; i < n; i += LANES) acc = fmaf(a[i], b[i], acc);
-        lanes[l] = acc;
+        lanes[l] = tf_strided_dot(a, b, n, l, LANES, 0.0f);
     }
 #ifndef TF_FAULT_race_no_sync
     __syncthreads();

@@ -1,4 +1,4 @@
-//! CUDA `index_scores`: one block per query row, one half-warp per key column with the CPU's 16 dot lanes (the CPU's bits).
+//! CUDA `index_scores`: one block per (query row, key column), one half-warp per head's dot with the CPU's 16 dot lanes (the CPU's bits).
 
 use cudarc::driver::PushKernelArg;
 
@@ -6,8 +6,8 @@ use super::IndexShape;
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
-/// The most query values (heads x head_dim) of one row the kernel's shared memory holds (V4-Flash: 64 x 128).
-pub const MAX_Q: usize = 8192;
+/// The most heads whose dots the kernel's shared memory holds (V4-Flash: 64).
+pub const MAX_HEADS: usize = 512;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "index_scores",
@@ -44,9 +44,9 @@ pub fn index_scores_cuda<'a>(
     if rows == 0 {
         return Ok(());
     }
-    if heads * hd > MAX_Q {
+    if heads > MAX_HEADS {
         return Err(format!(
-            "index_scores on CUDA: {heads} x {hd} query values per row, at most {MAX_Q}"
+            "index_scores on CUDA: {heads} heads, at most {MAX_HEADS}"
         ));
     }
     let cols = out.len() / rows;
@@ -78,7 +78,7 @@ pub fn index_scores_cuda<'a>(
             .arg(&d)
             .arg(&c);
         // SAFETY: the arguments match the kernel's signature; every key range lies inside the table, checked above.
-        cuda::launched("index_scores", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("index_scores", unsafe { b.launch(launch.config(rows * cols)) })?;
     }
     y.finish(gpu)
 }

@@ -1,9 +1,12 @@
-//! CUDA `rms_norm`: one block per row, the sum of squares in 256 fixed lanes.
+//! CUDA `rms_norm`: one block per (row, slice of 256 values), each summing the row's squares of squares in 256 fixed lanes.
 
 use cudarc::driver::PushKernelArg;
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
+
+/// Values of a row one block writes (the kernel's `SLICE`).
+const SLICE: usize = 256;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "rms_norm",
@@ -42,7 +45,7 @@ pub fn rms_norm_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&r).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; every buffer holds what `rows` and `dim` index.
-        cuda::launched("rms_norm", unsafe { b.launch(launch.config(rows)) })?;
+        cuda::launched("rms_norm", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;
     }
     y.finish(gpu)
 }

@@ -1,10 +1,13 @@
-// rms_norm: one block per row (rows past the grid loop); the sum of squares in 256 fixed lanes, so any block size gives the same bits.
+// rms_norm: one block per (row, slice of SLICE values); every block sums the row's squares in the same 256 fixed lanes (any block size or grid gives the same bits), then scales its slice.
 #define LANES 256
+#define SLICE 256
 
 extern "C" __global__ void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, float eps) {
     __shared__ float lanes[LANES];
     __shared__ float scale;
-    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int slices = (dim + SLICE - 1) / SLICE;
+    for (long t = blockIdx.x; t < (long)rows * slices; t += gridDim.x) {
+        int r = (int)(t / slices), lo = (int)(t % slices) * SLICE, hi = min(lo + SLICE, dim);
 #ifdef TF_FAULT_skip_last_row
         if (r == rows - 1) continue;
 #endif
@@ -14,9 +17,7 @@ extern "C" __global__ void rms_norm(const float* x, const float* weight, float* 
         used = dim - 1;
 #endif
         for (int l = threadIdx.x; l < LANES; l += blockDim.x) {
-            float acc = 0.0f;
-            for (int i = l; i < used; i += LANES) acc = fmaf(xr[i], xr[i], acc);
-            lanes[l] = acc;
+            lanes[l] = tf_strided_dot(xr, xr, used, l, LANES, 0.0f);
         }
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
@@ -29,7 +30,7 @@ extern "C" __global__ void rms_norm(const float* x, const float* weight, float* 
         }
         __syncthreads();
         float s = scale;
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) y[(size_t)r * dim + i] = xr[i] * s * weight[i];
+        for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) y[(size_t)r * dim + i] = xr[i] * s * weight[i];
         __syncthreads();
     }
 }
