@@ -65,7 +65,9 @@ pub fn fp8_gemm_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
-        cuda::launched("fp8_gemm_quant", unsafe { b.launch(launch.config(quant_blocks(launch, m, k))) })?;
+        cuda::launched("fp8_gemm_quant", unsafe {
+            b.launch(launch.config(quant_blocks(launch, m, k)))
+        })?;
     }
     {
         let mut yv = y.view();

@@ -54,7 +54,9 @@ pub fn grouped_proj_cuda(
         let mut b = gpu.stream.launch_builder(&quant);
         b.arg(&od).arg(&mut q).arg(&mut qs).arg(&rg).arg(&k);
         // SAFETY: the arguments match the kernel's signature; q holds `rows * groups` f16 rows of `group_dim` rounded up to 8 and qs their scales.
-        cuda::launched("grouped_proj_quant", unsafe { b.launch(launch.config(crate::fp8_gemm::quant_blocks(launch, rows * groups, group_dim))) })?;
+        cuda::launched("grouped_proj_quant", unsafe {
+            b.launch(launch.config(crate::fp8_gemm::quant_blocks(launch, rows * groups, group_dim)))
+        })?;
     }
     let (m, gs, ol) = (rows as i32, groups as i32, o_lora as i32);
     let tiles = o_lora.div_ceil(128) * rows.div_ceil(64);

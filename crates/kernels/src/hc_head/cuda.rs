@@ -58,7 +58,9 @@ pub fn hc_head_cuda<'a>(
         b.input(&xd).input(&fd).input(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         b.arg(&scale).arg(&norm_eps).arg(&hc_eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, hc_fn `hc * hc * dim`, out `rows * dim`.
-        cuda::launched("hc_head", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;
+        cuda::launched("hc_head", unsafe {
+            b.launch(launch.config(rows * dim.div_ceil(SLICE)))
+        })?;
     }
     y.finish(gpu)
 }

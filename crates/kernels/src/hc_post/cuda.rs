@@ -62,7 +62,9 @@ pub fn hc_post_cuda<'a>(
             .arg(&h)
             .arg(&d);
         // SAFETY: the arguments match the kernel's signature; the buffers hold the shapes hc_post documents.
-        cuda::launched("hc_post", unsafe { b.launch(launch.config(rows * (hc * dim).div_ceil(SLICE))) })?;
+        cuda::launched("hc_post", unsafe {
+            b.launch(launch.config(rows * (hc * dim).div_ceil(SLICE)))
+        })?;
     }
     y.finish(gpu)
 }

@@ -45,9 +45,7 @@ pub fn index_scores_cuda<'a>(
         return Ok(());
     }
     if heads > MAX_HEADS {
-        return Err(format!(
-            "index_scores on CUDA: {heads} heads, at most {MAX_HEADS}"
-        ));
+        return Err(format!("index_scores on CUDA: {heads} heads, at most {MAX_HEADS}"));
     }
     let cols = out.len() / rows;
     let num_keys = keys.len() / hd.max(1);

@@ -54,7 +54,9 @@ fn quantise(
     let mut b = gpu.stream.launch_builder(&quant);
     b.input(x).arg(&mut q).arg(&mut scales).arg(&mm).arg(&kk);
     // SAFETY: the arguments match the kernel's signature; q holds `rows` f16 rows of `k` rounded up to 8 and scales `rows * ceil(k / 128)` values.
-    cuda::launched("mxfp4_gemm_quant", unsafe { b.launch(launch.config(crate::fp8_gemm::quant_blocks(launch, rows, k))) })?;
+    cuda::launched("mxfp4_gemm_quant", unsafe {
+        b.launch(launch.config(crate::fp8_gemm::quant_blocks(launch, rows, k)))
+    })?;
     Ok(Quantised { q, scales, rows })
 }
 

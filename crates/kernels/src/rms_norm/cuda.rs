@@ -45,7 +45,9 @@ pub fn rms_norm_cuda<'a>(
         let mut b = gpu.stream.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&r).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; every buffer holds what `rows` and `dim` index.
-        cuda::launched("rms_norm", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;
+        cuda::launched("rms_norm", unsafe {
+            b.launch(launch.config(rows * dim.div_ceil(SLICE)))
+        })?;
     }
     y.finish(gpu)
 }
