@@ -1,4 +1,4 @@
-//! CUDA `hc_mix`: one block per row and mixing logit, every dot in 256 fixed lanes, then times rsqrt(mean(x^2) + eps).
+//! CUDA `hc_mix`: one block per row and mixing logit, the dot and the sum of squares side by side in 256 fixed lanes each, then times rsqrt(mean(x^2) + eps).
 
 use cudarc::driver::PushKernelArg;
 
@@ -11,10 +11,10 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["hc_mix"],
     controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
     records: &[
-        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(512, 65_535),
         CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
-        CudaLaunch::new(512, 65_535),
+        CudaLaunch::new(256, 65_535),
     ],
 };
 

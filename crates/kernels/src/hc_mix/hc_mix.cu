@@ -1,31 +1,29 @@
-// hc_mix: one block per (row, mixing logit); the dot and the row's sum of squares each in 256 fixed lanes (any block size gives the same bits), then times rsqrt.
+// hc_mix: one block per (row, mixing logit); the dot and the row's sum of squares side by side, each in 256 fixed lanes then one warp (any block size gives the same bits), then times rsqrt.
 #define LANES 256
 
-// The dot of a and b over n values, summed in LANES fixed lanes then one warp; the result is valid in thread 0.
-__device__ float lane_dot(const float* a, const float* b, int n, float* lanes) {
-    for (int l = threadIdx.x; l < LANES; l += blockDim.x) {
-        lanes[l] = tf_strided_dot(a, b, n, l, LANES, 0.0f);
-    }
-#ifndef TF_FAULT_race_no_sync
-    __syncthreads();
-#endif
-    float v = 0.0f;
-    if (threadIdx.x < 32) {
-        for (int j = 0; j < LANES / 32; ++j) v += lanes[threadIdx.x * (LANES / 32) + j];
-        v = tf_warp_sum(v);
-    }
-    __syncthreads();
-    return v;
-}
-
 extern "C" __global__ void hc_mix(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
-    __shared__ float lanes[LANES];
+    __shared__ float lanes[2 * LANES];
+    __shared__ float sums[2];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int t = blockIdx.x; t < rows * mix; t += gridDim.x) {
         int r = t / mix, m = t % mix;
         const float* xr = x + (size_t)r * hc_dim;
-        float dot = lane_dot(xr, hc_fn + (size_t)m * hc_dim, hc_dim, lanes);
-        float squares = lane_dot(xr, xr, hc_dim, lanes);
-        float inv_rms = 1.0f / sqrtf(squares / (float)hc_dim + eps);
+        // Lanes 0..LANES-1 take the dot with hc_fn[m], lanes LANES.. the squares.
+        for (int u = threadIdx.x; u < 2 * LANES; u += blockDim.x) {
+            const float* b = u < LANES ? hc_fn + (size_t)m * hc_dim : xr;
+            lanes[u] = tf_strided_dot(xr, b, hc_dim, u % LANES, LANES, 0.0f);
+        }
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        for (int s = warp; s < 2; s += warps) {
+            float v = 0.0f;
+            for (int j = 0; j < LANES / 32; ++j) v += lanes[s * LANES + lane * (LANES / 32) + j];
+            v = tf_warp_sum(v);
+            if (lane == 0) sums[s] = v;
+        }
+        __syncthreads();
+        float inv_rms = 1.0f / sqrtf(sums[1] / (float)hc_dim + eps);
 #ifdef TF_FAULT_lost_rsqrt
         inv_rms = 1.0f;
 #endif
@@ -33,6 +31,7 @@ extern "C" __global__ void hc_mix(const float* x, const float* hc_fn, float* out
 #ifdef TF_FAULT_skip_last_row
         skip = r == rows - 1;
 #endif
-        if (threadIdx.x == 0 && !skip) out[(size_t)r * mix + m] = dot * inv_rms;
+        if (threadIdx.x == 0 && !skip) out[(size_t)r * mix + m] = sums[0] * inv_rms;
+        __syncthreads();
     }
 }

@@ -15,10 +15,10 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["index_scores"],
     controls: &["race_no_sync", "no_relu", "visible_off_by_one", "skip_last_row"],
     records: &[
-        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(1024, 65_535),
         CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
-        CudaLaunch::new(1024, 65_535),
+        CudaLaunch::new(256, 65_535),
     ],
 };
 

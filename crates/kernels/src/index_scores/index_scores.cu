@@ -1,4 +1,4 @@
-// index_scores: one block per (query row, key column); one half-warp per head's dot (the CPU's 16 dot lanes and halving tree) into shared memory, then the heads summed in order.
+// index_scores: one block per (query row, key column); one half-warp per head's dot (the CPU's 16 dot lanes and halving tree) and weight into shared memory, then the heads summed in order.
 #define MAX_HEADS 512
 
 // q . k in 16 lanes (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds it.
@@ -12,6 +12,7 @@ __device__ __forceinline__ float index_scores_dot(const float* q, const float* k
 extern "C" __global__ void index_scores(const float* q, const float* w, const int* key_range, const float* keys, float* out,
                                         int rows, int heads, int hd, int cols) {
     __shared__ float dots[MAX_HEADS];
+    __shared__ float weights[MAX_HEADS];
     int lane = threadIdx.x & 15, group = threadIdx.x >> 4, groups = blockDim.x >> 4;
     for (long t = blockIdx.x; t < (long)rows * cols; t += gridDim.x) {
         int r = (int)(t / cols), col = (int)(t % cols);
@@ -33,14 +34,17 @@ extern "C" __global__ void index_scores(const float* q, const float* w, const in
 #ifndef TF_FAULT_no_relu
             s = s > 0.0f ? s : 0.0f;
 #endif
-            if (lane == 0) dots[h] = s;
+            if (lane == 0) {
+                dots[h] = s;
+                weights[h] = w[(size_t)r * heads + h];
+            }
         }
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
         if (threadIdx.x == 0) {
             float acc = 0.0f;
-            for (int h = 0; h < heads; ++h) acc = fmaf(w[(size_t)r * heads + h], dots[h], acc);
+            for (int h = 0; h < heads; ++h) acc = fmaf(weights[h], dots[h], acc);
             out[(size_t)r * cols + col] = acc;
         }
         __syncthreads();
