@@ -38,7 +38,7 @@ pub fn rope_cuda<'a>(
     let inv_freq = inv_freq.into();
     let out = out.into();
     let pairs = inv_freq.len();
-    if pairs > MAX_PAIRS || 2 * pairs > head_dim || head_dim == 0 {
+    if pairs > MAX_PAIRS || 2 * pairs > head_dim {
         return Err(format!(
             "rope on CUDA: {pairs} pairs for head_dim {head_dim} (at most {MAX_PAIRS})"
         ));
@@ -47,6 +47,11 @@ pub fn rope_cuda<'a>(
     let f = gpu.function(&KERNEL, "rope", faults)?;
     let rows = positions.len();
     let row_len = x.len() / rows.max(1);
+    if head_dim == 0 || !row_len.is_multiple_of(head_dim) {
+        return Err(format!(
+            "rope on CUDA: rows of {row_len} are not whole heads of {head_dim}"
+        ));
+    }
     let (xd, pd, fd) = (gpu.stage(x)?, gpu.stage(positions)?, gpu.stage(inv_freq)?);
     let mut y = gpu.stage_out(out)?;
     {
