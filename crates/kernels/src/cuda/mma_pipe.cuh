@@ -263,7 +263,7 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
     // Bytes a weight row holds of a chunk, 16-byte pieces a lane loads of it, rounds loaded ahead.
     constexpr int WROW = FMT == MMA_FP8 ? 128 : 64;
     constexpr int NP = ROWS_BN * WROW / 16 / 32;
-    constexpr int D = FMT == MMA_FP8 ? 2 : 3;
+    constexpr int D = FMT == MMA_FP8 ? 1 : 2;
     __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
     __shared__ __align__(16) u8 wst[8][ROWS_BN * WROW];
     __shared__ float sws[8 * P][ROWS_BN];
@@ -332,29 +332,17 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                 }
             }
         };
-        // One round: stage its weights, fetch round rr + D into the same registers, MMA the chunk, then the K-ordered adds.
-        auto round = [&](int rr, uint4* wp) {
-            if (rr >= rounds) return;
+        // Activations and scales of round rr (zeros past the last round), loaded a round ahead of their use.
+        constexpr int NS = (8 * P * ROWS_BN + 255) / 256;
+        u32 af[8][4];
+        float sw_ld[NS], sa_ld;
+        auto load_a = [&](int rr) {
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
-            // This round's scales, loaded now and stored beside the partials.
-            float sw_ld[(8 * P * ROWS_BN + 255) / 256], sa_ld = 0.0f;
-#pragma unroll
-            for (int e = 0; e < (8 * P * ROWS_BN + 255) / 256; ++e) {
-                int i = (tid + 256 * e) % (8 * P), t = 8 * r * P + i;
-                int gn = min(n0 + (tid + 256 * e) / (8 * P), n - 1);
-                sw_ld[e] = 0.0f;
-                if (tid + 256 * e < 8 * P * ROWS_BN && t < parts)
-                    sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
-                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
-            }
-            if (tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
-            // Activations before the weights are waited on: both latencies at once.
-            u32 af[8][4];
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 int k0 = c * 128 + 16 * j;
-                bool live = c < chunks && k0 < stages * MMA_BK;
+                bool live = rr < rounds && c < chunks && k0 < stages * MMA_BK;
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
@@ -367,9 +355,34 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                     af[j][e] = v;
                 }
             }
+#pragma unroll
+            for (int e = 0; e < NS; ++e) {
+                int i = (tid + 256 * e) % (8 * P), t = 8 * r * P + i;
+                int gn = min(n0 + (tid + 256 * e) / (8 * P), n - 1);
+                sw_ld[e] = 0.0f;
+                if (rr < rounds && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
+                    sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+            }
+            sa_ld = 0.0f;
+            if (rr < rounds && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
+                sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
+        };
+        // One round: stage its weights, fetch round rr + D into the same registers, MMA the chunk, load round rr + 1's activations, then the K-ordered adds.
+        auto round = [&](int rr, uint4* wp) {
+            if (rr >= rounds) return;
+            int r = rev ? rounds - 1 - rr : rr;
+            int c = 8 * r + warp;
             stage(wp);
             fetch(rr + D, wp);
             __syncwarp();
+            float part[P][2][4];
+#pragma unroll
+            for (int p = 0; p < P; ++p)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
             if (c < chunks) {
                 // bw[x][mi]: fragment words of (ni, j) = (mi % 2, 2 x + mi / 2) for FP8, of (ni, 16-byte piece) = (mi % 2, 2 x + mi / 2) for FP4.
                 constexpr int NX = FMT == MMA_FP8 ? 4 : 2;
@@ -380,13 +393,6 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                     int sw = FMT == MMA_FP8 ? (v ^ (row & 7)) : (v ^ ((row >> 1) & 3));
                     tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (sw << 4)]);
                 }
-                float part[P][2][4];
-#pragma unroll
-                for (int p = 0; p < P; ++p)
-#pragma unroll
-                    for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     if (c * 128 + 16 * j >= stages * MMA_BK) break;
@@ -412,28 +418,38 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                         for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
             }
 #pragma unroll
-            for (int e = 0; e < (8 * P * ROWS_BN + 255) / 256; ++e)
+            for (int e = 0; e < NS; ++e)
                 if (tid + 256 * e < 8 * P * ROWS_BN) sws[(tid + 256 * e) % (8 * P)][(tid + 256 * e) / (8 * P)] = sw_ld[e];
             if (tid < ROWS_MAX * 8) sas[tid / 8][tid % 8] = sa_ld;
+            load_a(rr + 1);
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
-            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes.
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds.
 #pragma unroll
-            for (int ii = 0; ii < 8 * P; ++ii) {
-                int i = rev ? 8 * P - 1 - ii : ii;
-                if (8 * r * P + i >= parts) continue;
-                float sa = sas[orow][i / P];
+            for (int i0 = 0; i0 < 8 * P; i0 += 8) {
+                float pv[8], sv[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    float sa = sas[orow][i / P];
 #ifdef TF_FAULT_lost_act_scale
-                sa = 1.0f;
+                    sa = 1.0f;
 #endif
-                acc = fmaf(pbuf[i / P][i % P][orow * ROWS_BN + ocol], sa * sws[i][ocol], acc);
+                    pv[u] = pbuf[i / P][i % P][orow * ROWS_BN + ocol], sv[u] = sa * sws[i][ocol];
+                }
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
+                }
             }
             __syncthreads();
         };
         uint4 wb[D][NP];
 #pragma unroll
         for (int d = 0; d < D; ++d) fetch(d, wb[d]);
+        load_a(0);
         for (int rb = 0; rb < rounds; rb += D)
 #pragma unroll
             for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
