@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
 
-Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone (activations already quantised to f16 rows
+Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
+(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
@@ -46,18 +46,21 @@ def launch(f, grid, block, args):
     check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
 
-def timed(fn, reps=20):
+def timed(fn, reps=20, batch=20):
+    """Median ms of one call: `batch` calls queued behind a GPU sleep, so the host's launch cost stays out of the events."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(4_000_000)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / batch)
     times.sort()
     return times[len(times) // 2]
 
@@ -76,6 +79,7 @@ def copies(w):
 def main():
     cubins = sys.argv[1]
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else [""]
     ms_list = [int(v) for v in sys.argv[sys.argv.index("--m") + 1].split(",")] if "--m" in sys.argv else [1, 64, 512, 2048]
     torch.cuda.init()
     torch.manual_seed(0)
@@ -91,8 +95,12 @@ def main():
         ("mxfp4 expert w2", "fp4", 4096, 2048),
         ("bf16 head", "bf16", 129280, 4096),
     ]
+    big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    copy_gbs = 2 * big.numel() / timed(lambda: torch.empty_like(big).copy_(big), reps=5, batch=2) / 1e6
+    del big
+    print(f"device copy {copy_gbs:.0f} GB/s (bytes read plus written)", flush=True)
     rows = []
-    for name, kind, n, k in shapes:
+    for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
         for m in ms_list:
             if kind == "bf16" and m > 512:
                 continue
@@ -164,7 +172,7 @@ def main():
                 flush=True,
             )
     if out_json:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(out_json, "w"), indent=1)
+        json.dump({"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "rows": rows}, open(out_json, "w"), indent=1)
 
 
 if __name__ == "__main__":
