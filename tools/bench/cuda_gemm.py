@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
 
-Usage: cuda_gemm.py CUBIN_DIR [--json OUT]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). Each row: median ms of the GEMM launch alone (activations already quantised to f16 rows
-of K rounded up to 8), its TFLOP/s and weight GB/s, and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
+Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
+(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+of K rounded up to 8), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
+that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
 
 import ctypes
+import hashlib
 import json
 import sys
 
@@ -44,18 +46,21 @@ def launch(f, grid, block, args):
     check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
 
-def timed(fn, reps=20):
+def timed(fn, reps=20, batch=20):
+    """Median ms of one call: `batch` calls queued behind a GPU sleep, so the host's launch cost stays out of the events."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(4_000_000)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / batch)
     times.sort()
     return times[len(times) // 2]
 
@@ -65,10 +70,19 @@ def e4m3_codes(n):
     return torch.where((c & 0x7F) == 0x7F, c & 0xF8, c)
 
 
+def copies(w):
+    """The weights and enough clones of them that cycling through all of them reads past a 50 MB L2."""
+    size = w.numel() * w.element_size()
+    return [w] + [w.clone() for _ in range(-(-256_000_000 // size) - 1)]
+
+
 def main():
     cubins = sys.argv[1]
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else [""]
+    ms_list = [int(v) for v in sys.argv[sys.argv.index("--m") + 1].split(",")] if "--m" in sys.argv else [1, 64, 512, 2048]
     torch.cuda.init()
+    torch.manual_seed(0)
     torch.zeros(1, device="cuda")
     fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"])
     fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"])
@@ -81,9 +95,13 @@ def main():
         ("mxfp4 expert w2", "fp4", 4096, 2048),
         ("bf16 head", "bf16", 129280, 4096),
     ]
+    big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    copy_gbs = 2 * big.numel() / timed(lambda: torch.empty_like(big).copy_(big), reps=5, batch=2) / 1e6
+    del big
+    print(f"device copy {copy_gbs:.0f} GB/s (bytes read plus written)", flush=True)
     rows = []
-    for name, kind, n, k in shapes:
-        for m in [1, 64, 512, 2048]:
+    for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
+        for m in ms_list:
             if kind == "bf16" and m > 512:
                 continue
             x = torch.randn(m, k, device="cuda") * 2
@@ -93,13 +111,14 @@ def main():
             qs = torch.empty(m, (k + 127) // 128, device="cuda")
             # Up to 16 rows take the `_rows` entry in 16-column tiles, as the host functions do.
             suffix = "_rows" if m <= 16 and kind != "bf16" else ""
-            tiles = (n + 15) // 16 if rows else ((n + 127) // 128) * ((m + 63) // 64)
+            tiles = (n + 15) // 16 if suffix else ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
-                run = lambda: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
+                ws = copies(w)
+                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -108,7 +127,8 @@ def main():
                 w = torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda")
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
                 launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
-                run = lambda: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
+                ws = copies(w)
+                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")
@@ -117,12 +137,16 @@ def main():
                 ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.T
             else:
                 w = (torch.randn(n, k, device="cuda") * 0.03).to(torch.bfloat16)
-                run = lambda: launch(bf["bf16_gemm"], grid, 256, [x, w, y, m, n, k])
+                ws = copies(w)
+                run = lambda w=w: launch(bf["bf16_gemm"], grid, 256, [x, w, y, m, n, k])
                 run()
                 ref = x.double() @ w.double().T
             torch.cuda.synchronize()
             rel = ((y.double() - ref).norm() / ref.norm()).item()
+            y_sha = hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest()[:16]
             ms = timed(run)
+            turn = iter(range(1 << 30))
+            ms_rot = timed(lambda: run(ws[next(turn) % len(ws)]))
             flops = 2.0 * m * n * k
             a16, b16 = x.to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16)
             ms_bf16 = timed(lambda: torch.matmul(a16, b16.T))
@@ -135,19 +159,20 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     print(f"_scaled_mm unavailable: {e}")
             row = {
-                "name": name, "m": m, "n": n, "k": k, "ms": ms, "tflops": flops / ms / 1e9, "rel_norm_vs_f64": rel,
-                "weight_gbs": w.numel() * w.element_size() / ms / 1e6,
+                "name": name, "m": m, "n": n, "k": k, "ms": ms, "tflops": flops / ms / 1e9, "rel_norm_vs_f64": rel, "y_sha": y_sha,
+                "weight_gbs": w.numel() * w.element_size() / ms / 1e6, "ms_rot": ms_rot,
+                "weight_gbs_rot": w.numel() * w.element_size() / ms_rot / 1e6,
                 "torch_bf16_tflops": flops / ms_bf16 / 1e9, "torch_fp8_tflops": flops / ms_fp8 / 1e9 if ms_fp8 else None,
             }
             rows.append(row)
             print(
                 f"{name:<16} m={m:<5} [{n}, {k}]  {ms:8.3f} ms  {row['tflops']:7.1f} TFLOP/s  "
                 f"torch bf16 {row['torch_bf16_tflops']:7.1f}  fp8 {row['torch_fp8_tflops'] or 0:7.1f}  "
-                f"ours/bf16 {row['tflops'] / row['torch_bf16_tflops']:5.2f}  weights {row['weight_gbs']:6.0f} GB/s  rel-norm {rel:.2e}",
+                f"ours/bf16 {row['tflops'] / row['torch_bf16_tflops']:5.2f}  weights {row['weight_gbs']:6.0f} GB/s  rot {row['weight_gbs_rot']:6.0f}  rel-norm {rel:.2e}  y {y_sha}",
                 flush=True,
             )
     if out_json:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, open(out_json, "w"), indent=1)
+        json.dump({"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "rows": rows}, open(out_json, "w"), indent=1)
 
 
 if __name__ == "__main__":

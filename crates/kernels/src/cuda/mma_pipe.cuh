@@ -232,13 +232,42 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
 #define ROWS_BN 16
 #define ROWS_MAX 16
 
-// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ..., then all threads add them in K order.
+// 16 bytes of read-only global memory, not kept in L1.
+__device__ __forceinline__ uint4 tf_ldg16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// The first `bytes` (0..16) of src as 16 bytes, the rest zero; one 16-byte load when all are there and src is aligned.
+__device__ __forceinline__ uint4 tf_ldg_part(const u8* src, int bytes, bool vec) {
+    if (bytes == 16 && vec) return tf_ldg16(src);
+    u64 lo = 0, hi = 0;
+#pragma unroll 1
+    for (int b = 0; b < bytes; ++b) {
+        u64 v = (u64)src[b] << (8 * (b % 8));
+        if (b < 8)
+            lo |= v;
+        else
+            hi |= v;
+    }
+    return make_uint4((u32)lo, (u32)(lo >> 32), (u32)hi, (u32)(hi >> 32));
+}
+
+// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then all threads add them in K order.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
     constexpr int P = FMT == MMA_FP8 ? 1 : 4;
+    // Bytes a weight row holds of a chunk, 16-byte pieces a lane loads of it, rounds loaded ahead.
+    constexpr int WROW = FMT == MMA_FP8 ? 128 : 64;
+    constexpr int NP = ROWS_BN * WROW / 16 / 32;
+    constexpr int D = FMT == MMA_FP8 ? 1 : 2;
     __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
+    __shared__ __align__(16) u8 wst[8][ROWS_BN * WROW];
+    __shared__ float sws[8 * P][ROWS_BN];
+    __shared__ float sas[ROWS_MAX][8];
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles = (n + ROWS_BN - 1) / ROWS_BN;
     int nblk = (k + 127) / 128;
@@ -248,6 +277,7 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #endif
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
+    int parts = FMT == MMA_FP8 ? chunks : stages;
     bool rev = false;
 #ifdef TF_FAULT_order_by_tile
     rev = true;
@@ -256,61 +286,113 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #ifdef TF_FAULT_swap_nibbles
     swap = 1;
 #endif
-    bool w2 = k % 2 == 0 && ((size_t)w % 2) == 0;
+    size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
+    bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
+    // Piece p of a lane: row pr(p), 16 bytes at pk(p) of the chunk's row (FP8: 8 lanes a row; FP4: 4 lanes a row).
+    auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
+    auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
+    u8* ws = wst[warp];
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int n0 = tile * ROWS_BN;
         float acc = 0.0f;
-        for (int rr = 0; rr < rounds; ++rr) {
+        // This warp's weight pieces of round rr (zeros outside the matrix or past the last round).
+        auto fetch = [&](int rr, uint4* wp) {
+            int c = 8 * (rev ? rounds - 1 - rr : rr) + warp;
+#pragma unroll
+            for (int p = 0; p < NP; ++p) {
+                int gn = n0 + pr(p), v = pk(p), bytes = 0;
+                if (rr < rounds && gn < n) {
+                    if constexpr (FMT == MMA_FP8)
+                        bytes = c * 128 + 16 * v < stages * MMA_BK ? max(0, min(16, kend - c * 128 - 16 * v)) : 0;
+                    else
+                        bytes = 4 * c + v < stages ? 16 : 0;
+                }
+                wp[p] = tf_ldg_part(w + gn * wstride + c * WROW + 16 * v, bytes, vec);
+            }
+        };
+        // Pieces to this warp's rows, each permuted so one 32-bit word is one lane's fragment, 16-byte slots swizzled against bank conflicts.
+        auto stage = [&](const uint4* wp) {
+#pragma unroll
+            for (int p = 0; p < NP; ++p) {
+                int row = pr(p), v = pk(p);
+                uint4 x = wp[p], o;
+                if constexpr (FMT == MMA_FP8) {
+                    // Word t4 holds k pairs 2 t4 and 8 + 2 t4: b0 and b1 of lane t4.
+                    o.x = __byte_perm(x.x, x.z, 0x5410), o.y = __byte_perm(x.x, x.z, 0x7632);
+                    o.z = __byte_perm(x.y, x.w, 0x5410), o.w = __byte_perm(x.y, x.w, 0x7632);
+                    *(uint4*)&ws[row * WROW + ((v ^ (row & 7)) << 4)] = o;
+                } else {
+                    // Word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12: lane t4's (j, h) = (0, 0), (0, 1), (1, 0), (1, 1) of the piece.
+                    u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
+                    u32 c = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
+                    o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
+                    o.z = __byte_perm(c, d, 0x5410), o.w = __byte_perm(c, d, 0x7632);
+                    *(uint4*)&ws[row * WROW + ((v ^ ((row >> 1) & 3)) << 4)] = o;
+                }
+            }
+        };
+        // Activations and scales of round rr (zeros past the last round), loaded a round ahead of their use.
+        constexpr int NS = (8 * P * ROWS_BN + 255) / 256;
+        u32 af[8][4];
+        float sw_ld[NS], sa_ld;
+        auto load_a = [&](int rr) {
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
-            if (c < chunks) {
-                u32 af[8][4], bf[8][2][2];
-                // Loads first (zeros outside the matrices), so the chunk's reads are in flight together.
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    int k0 = c * 128 + 16 * j;
-                    bool live = k0 < stages * MMA_BK;
+            for (int j = 0; j < 8; ++j) {
+                int k0 = c * 128 + 16 * j;
+                bool live = rr < rounds && c < chunks && k0 < stages * MMA_BK;
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
-                        const u16* src = q + (size_t)row * q_stride + kk;
-                        u32 v = 0;
-                        if (live && row < m && kk + 1 < kend)
-                            v = *(const u32*)src;
-                        else if (live && row < m && kk < kend)
-                            v = src[0];
-                        af[j][e] = v;
-                    }
-#pragma unroll
-                    for (int ni = 0; ni < 2; ++ni) {
-                        int gn = n0 + ni * 8 + g;
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            int kk = k0 + 2 * t4 + 8 * h;
-                            u32 v = 0;
-                            if (live && gn < n) {
-                                if constexpr (FMT == MMA_FP8) {
-                                    const u8* src = w + (size_t)gn * k + kk;
-                                    if (w2 && kk + 1 < kend)
-                                        v = *(const u16*)src;
-                                    else
-                                        v = (kk < kend ? src[0] : 0u) | (kk + 1 < kend ? (u32)src[1] << 8 : 0u);
-                                } else {
-                                    v = w[(size_t)gn * (k / 2) + kk / 2];
-                                }
-                            }
-                            bf[j][ni][h] = v;
-                        }
-                    }
+                for (int e = 0; e < 4; ++e) {
+                    int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
+                    const u16* src = q + (size_t)row * q_stride + kk;
+                    u32 v = 0;
+                    if (live && row < m && kk + 1 < kend)
+                        v = *(const u32*)src;
+                    else if (live && row < m && kk < kend)
+                        v = src[0];
+                    af[j][e] = v;
                 }
-                float part[P][2][4];
+            }
 #pragma unroll
-                for (int p = 0; p < P; ++p)
+            for (int e = 0; e < NS; ++e) {
+                int i = (tid + 256 * e) % (8 * P), t = 8 * r * P + i;
+                int gn = min(n0 + (tid + 256 * e) / (8 * P), n - 1);
+                sw_ld[e] = 0.0f;
+                if (rr < rounds && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
+                    sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+            }
+            sa_ld = 0.0f;
+            if (rr < rounds && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
+                sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
+        };
+        // One round: stage its weights, fetch round rr + D into the same registers, MMA the chunk, load round rr + 1's activations, then the K-ordered adds.
+        auto round = [&](int rr, uint4* wp) {
+            if (rr >= rounds) return;
+            int r = rev ? rounds - 1 - rr : rr;
+            int c = 8 * r + warp;
+            stage(wp);
+            fetch(rr + D, wp);
+            __syncwarp();
+            float part[P][2][4];
 #pragma unroll
-                    for (int ni = 0; ni < 2; ++ni)
+            for (int p = 0; p < P; ++p)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
+                for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
+            if (c < chunks) {
+                // bw[x][mi]: fragment words of (ni, j) = (mi % 2, 2 x + mi / 2) for FP8, of (ni, 16-byte piece) = (mi % 2, 2 x + mi / 2) for FP4.
+                constexpr int NX = FMT == MMA_FP8 ? 4 : 2;
+                u32 bw[NX][4];
+#pragma unroll
+                for (int x = 0; x < NX; ++x) {
+                    int mi = lane / 8, row = (mi % 2) * 8 + lane % 8, v = 2 * x + mi / 2;
+                    int sw = FMT == MMA_FP8 ? (v ^ (row & 7)) : (v ^ ((row >> 1) & 3));
+                    tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (sw << 4)]);
+                }
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     if (c * 128 + 16 * j >= stages * MMA_BK) break;
@@ -318,9 +400,13 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni) {
                         u32 b[2];
-#pragma unroll
-                        for (int h = 0; h < 2; ++h)
-                            b[h] = FMT == MMA_FP8 ? tf_e4m3x2_to_f16x2(bf[j][ni][h], 0x1404u) : tf_e2m1x2_to_f16x2(bf[j][ni][h], swap);
+                        if constexpr (FMT == MMA_FP8) {
+                            u32 x = bw[j / 2][ni + 2 * (j % 2)];
+                            b[0] = tf_e4m3x2_to_f16x2(x, 0x1404u), b[1] = tf_e4m3x2_to_f16x2(x, 0x3424u);
+                        } else {
+                            u32 x = bw[j / 4][ni + 2 * ((j / 2) % 2)] >> (16 * (j % 2));
+                            b[0] = tf_e2m1x2_to_f16x2(x & 0xffu, swap), b[1] = tf_e2m1x2_to_f16x2((x >> 8) & 0xffu, swap);
+                        }
                         tf_mma_f16(part[j / PD][ni], af[j], b);
                     }
                 }
@@ -331,26 +417,42 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #pragma unroll
                         for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
             }
+#pragma unroll
+            for (int e = 0; e < NS; ++e)
+                if (tid + 256 * e < 8 * P * ROWS_BN) sws[(tid + 256 * e) % (8 * P)][(tid + 256 * e) / (8 * P)] = sw_ld[e];
+            if (tid < ROWS_MAX * 8) sas[tid / 8][tid % 8] = sa_ld;
+            load_a(rr + 1);
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
-            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes.
-            int gm = min(orow, m - 1), gn = min(n0 + ocol, n - 1);
-            for (int ii = 0; ii < 8 * P; ++ii) {
-                int i = rev ? 8 * P - 1 - ii : ii;
-                int t = (8 * r) * P + i;
-                if (t >= (FMT == MMA_FP8 ? chunks : stages)) continue;
-                int kb = FMT == MMA_FP8 ? t : t / 4;
-                float sa = q_scale[(size_t)gm * qs_stride + kb];
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds.
+#pragma unroll
+            for (int i0 = 0; i0 < 8 * P; i0 += 8) {
+                float pv[8], sv[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    float sa = sas[orow][i / P];
 #ifdef TF_FAULT_lost_act_scale
-                sa = 1.0f;
+                    sa = 1.0f;
 #endif
-                float sw = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
-                                          : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
-                acc = fmaf(pbuf[i / P][i % P][orow * ROWS_BN + ocol], sa * sw, acc);
+                    pv[u] = pbuf[i / P][i % P][orow * ROWS_BN + ocol], sv[u] = sa * sws[i][ocol];
+                }
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
+                }
             }
             __syncthreads();
-        }
+        };
+        uint4 wb[D][NP];
+#pragma unroll
+        for (int d = 0; d < D; ++d) fetch(d, wb[d]);
+        load_a(0);
+        for (int rb = 0; rb < rounds; rb += D)
+#pragma unroll
+            for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
         bool skip = orow >= m || n0 + ocol >= n;
 #ifdef TF_FAULT_skip_last_column
         skip = skip || n0 + ocol == n - 1;
