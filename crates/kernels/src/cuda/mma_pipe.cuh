@@ -339,6 +339,18 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
         auto load_a = [&](int rr) {
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
+            // A chunk wholly inside K: the same words with only the row tests, hoisted out of the loads.
+            if (rr < rounds && c < chunks && c * 128 + 128 <= kend) {
+                const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
+                bool lo = g < m, hi = g + 8 < m;
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const u16* src = base + (e % 2) * 8 * (size_t)q_stride + 16 * j + 8 * (e / 2);
+                        af[j][e] = (e % 2 ? hi : lo) ? *(const u32*)src : 0u;
+                    }
+            } else {
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 int k0 = c * 128 + 16 * j;
@@ -354,6 +366,7 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                         v = src[0];
                     af[j][e] = v;
                 }
+            }
             }
 #pragma unroll
             for (int e = 0; e < NS; ++e) {
