@@ -94,19 +94,11 @@ extern "C" __global__ void __launch_bounds__(256) bf16_gemm_rows(const float* x,
     }
 }
 
-// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them; loads run 16 stages ahead of the adds.
+// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them.
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
-    size_t mn = (size_t)m * n;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
-        for (int s0 = 0; s0 < stages; s0 += 16) {
-            float v[16];
-#pragma unroll
-            for (int j = 0; j < 16; ++j) v[j] = s0 + j < stages ? parts[(size_t)(s0 + j) * mn + i] : 0.0f;
-#pragma unroll
-            for (int j = 0; j < 16; ++j)
-                if (s0 + j < stages) acc = acc + v[j];
-        }
+        for (int s = 0; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row
         skip = (int)(i / n) == m - 1;

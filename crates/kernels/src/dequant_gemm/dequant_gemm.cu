@@ -2,7 +2,6 @@
 #define TM 64
 #define TN 64
 #define TK 32
-#define ROWS_MAX_M 16
 
 __device__ __forceinline__ float tf_e2m1_to_f32(u32 code) {
     const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -95,97 +94,68 @@ extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, c
     }
 }
 
-// Chunk c (32 values from k0) of a lane: the tiles' FMA chain over x row xr and weight column col, with FP8 weights already in w0, w1 when pre.
-__device__ __forceinline__ float tf_rows_part(const float* xr, const u8* w, const u8* scales, int col, int c, int k, int fp4, bool pre, uint4 w0,
-                                              uint4 w1) {
-    int k0 = c * TK, kn = min(TK, k - k0), grid_cols = (k + 127) / 128;
-    float s, part = 0.0f;
-    if (fp4) {
-        s = tf_e8m0_to_f32(scales[(size_t)col * (k / 32) + k0 / 32]);
-#ifdef TF_FAULT_lost_scale
-        if (k0 / 32 == k / 32 - 1) s = 1.0f;
-#endif
-    } else {
-        s = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + k0 / 128]);
-#ifdef TF_FAULT_lost_scale
-        if (k0 / 128 == grid_cols - 1) s = 1.0f;
-#endif
-    }
-    if (fp4) {
-        const u8* wr = w + ((size_t)col * k + k0) / 2;
-        for (int kk = 0; kk < kn; ++kk) {
-            u8 b = wr[kk / 2];
-            float wv = tf_e2m1_to_f32((kk & 1) ? (u32)(b >> 4) : (u32)(b & 15u)) * s;
-            part = fmaf(xr[k0 + kk], wv, part);
-        }
-        return part;
-    }
-    const u8* wr = w + (size_t)col * k + k0;
-    const float* xc = xr + k0;
-    if (pre) {
-        u32 q8[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            float4 xq = __ldg((const float4*)xc + q);
-            part = fmaf(xq.x, tf_e4m3_to_f32((u8)(q8[q] & 255u)) * s, part);
-            part = fmaf(xq.y, tf_e4m3_to_f32((u8)((q8[q] >> 8) & 255u)) * s, part);
-            part = fmaf(xq.z, tf_e4m3_to_f32((u8)((q8[q] >> 16) & 255u)) * s, part);
-            part = fmaf(xq.w, tf_e4m3_to_f32((u8)(q8[q] >> 24)) * s, part);
-        }
-        return part;
-    }
-    for (int kk = 0; kk < kn; ++kk) part = fmaf(xc[kk], tf_e4m3_to_f32(wr[kk]) * s, part);
-    return part;
-}
-
-#define ROWS_AHEAD 4
-
-// Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order;
-// FP8 weights for ROWS_AHEAD rounds of 32 chunks load before the first is used.
+// Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
 extern "C" __global__ void __launch_bounds__(256) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    int chunks = (k + TK - 1) / TK;
+    int chunks = (k + TK - 1) / TK, grid_cols = (k + 127) / 128;
     int total = n * groups;
     for (int col = blockIdx.x * warps + threadIdx.x / 32; col < total; col += gridDim.x * warps) {
         int g = col / n;
-        float acc[ROWS_MAX_M];
-        for (int r = 0; r < m; ++r) acc[r] = 0.0f;
-        for (int c1 = 0; c1 < chunks; c1 += 32 * ROWS_AHEAD) {
-            uint4 ww[ROWS_AHEAD][2];
-            bool pre[ROWS_AHEAD];
-#pragma unroll
-            for (int a = 0; a < ROWS_AHEAD; ++a) {
-                int c = c1 + 32 * a + lane;
-                const u8* wr = w + (size_t)col * k + (size_t)c * TK;
-                pre[a] = !fp4 && c < chunks && c * TK + TK <= k && (((size_t)wr | (size_t)(x + (size_t)g * k + c * TK)) & 15) == 0 &&
-                         (groups * k) % 4 == 0;
-                if (pre[a]) {
-                    ww[a][0] = __ldg((const uint4*)wr);
-                    ww[a][1] = __ldg((const uint4*)wr + 1);
-                }
-            }
-            for (int r = 0; r < m; ++r) {
-                const float* xr = x + ((size_t)r * groups + g) * k;
-#pragma unroll
-                for (int a = 0; a < ROWS_AHEAD; ++a) {
-                    int c0 = c1 + 32 * a;
-                    if (c0 >= chunks) break;
-                    int c = c0 + lane;
-                    float part = c < chunks ? tf_rows_part(xr, w, scales, col, c, k, fp4, pre[a], ww[a][0], ww[a][1]) : 0.0f;
-                    int last = min(32, chunks - c0);
-                    float sum = acc[r];
-                    for (int j = 0; j < last; ++j) sum += __shfl_sync(0xffffffffu, part, j);
-                    acc[r] = sum;
-                }
-            }
-        }
         for (int r = 0; r < m; ++r) {
             bool skip = false;
 #ifdef TF_FAULT_skip_last_row
             skip = r == m - 1;
 #endif
-            if (lane == 0 && !skip) y[(size_t)r * y_stride + col] = acc[r];
+            const float* xr = x + ((size_t)r * groups + g) * k;
+            float acc = 0.0f;
+            for (int c0 = 0; c0 < chunks; c0 += 32) {
+                int c = c0 + lane;
+                float part = 0.0f;
+                if (c < chunks) {
+                    int k0 = c * TK, kn = min(TK, k - k0);
+                    float s;
+                    if (fp4) {
+                        s = tf_e8m0_to_f32(scales[(size_t)col * (k / 32) + k0 / 32]);
+#ifdef TF_FAULT_lost_scale
+                        if (k0 / 32 == k / 32 - 1) s = 1.0f;
+#endif
+                    } else {
+                        s = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + k0 / 128]);
+#ifdef TF_FAULT_lost_scale
+                        if (k0 / 128 == grid_cols - 1) s = 1.0f;
+#endif
+                    }
+                    if (fp4) {
+                        const u8* wr = w + ((size_t)col * k + k0) / 2;
+                        for (int kk = 0; kk < kn; ++kk) {
+                            u8 b = wr[kk / 2];
+                            float wv = tf_e2m1_to_f32((kk & 1) ? (u32)(b >> 4) : (u32)(b & 15u)) * s;
+                            part = fmaf(xr[k0 + kk], wv, part);
+                        }
+                    } else {
+                        const u8* wr = w + (size_t)col * k + k0;
+                        const float* xc = xr + k0;
+                        if (kn == TK && (((size_t)wr | (size_t)xc) & 15) == 0) {
+                            uint4 lo = __ldg((const uint4*)wr), hi = __ldg((const uint4*)wr + 1);
+                            u32 ww[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                            for (int q = 0; q < 8; ++q) {
+                                float4 xq = __ldg((const float4*)xc + q);
+                                part = fmaf(xq.x, tf_e4m3_to_f32((u8)(ww[q] & 255u)) * s, part);
+                                part = fmaf(xq.y, tf_e4m3_to_f32((u8)((ww[q] >> 8) & 255u)) * s, part);
+                                part = fmaf(xq.z, tf_e4m3_to_f32((u8)((ww[q] >> 16) & 255u)) * s, part);
+                                part = fmaf(xq.w, tf_e4m3_to_f32((u8)(ww[q] >> 24)) * s, part);
+                            }
+                        } else {
+                            for (int kk = 0; kk < kn; ++kk) part = fmaf(xc[kk], tf_e4m3_to_f32(wr[kk]) * s, part);
+                        }
+                    }
+                }
+                int last = min(32, chunks - c0);
+                for (int j = 0; j < last; ++j) acc += __shfl_sync(0xffffffffu, part, j);
+            }
+            if (lane == 0 && !skip) y[(size_t)r * y_stride + col] = acc;
         }
     }
 }

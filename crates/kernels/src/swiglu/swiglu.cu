@@ -1,10 +1,10 @@
-// swiglu: one block per (row, slice of blockDim values) (items past the grid loop), the route weight broadcast through shared memory.
+// swiglu: one block per (slice of blockDim values, row) (items past the grid loop), the route weight broadcast through shared memory.
 extern "C" __global__ void swiglu(const float* gate, const float* up, const float* route_weight, float* h, int rows,
                                   int inter, float limit) {
     __shared__ float w;
     int slices = (inter + blockDim.x - 1) / blockDim.x;
     for (int item = blockIdx.x; item < rows * slices; item += gridDim.x) {
-        int r = item / slices, i0 = (item % slices) * blockDim.x;
+        int r = item % rows, i0 = (item / rows) * blockDim.x;
 #ifdef TF_FAULT_skip_last_row
         if (r == rows - 1) continue;
 #endif
@@ -12,6 +12,7 @@ extern "C" __global__ void swiglu(const float* gate, const float* up, const floa
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
+        float rw = w;
         float up_limit = limit;
 #ifdef TF_FAULT_no_up_clamp
         up_limit = __int_as_float(0x7f800000);
@@ -22,7 +23,7 @@ extern "C" __global__ void swiglu(const float* gate, const float* up, const floa
             float g = fminf(gate[at], limit);
             float u = fminf(fmaxf(up[at], -up_limit), up_limit);
             float silu = g / (1.0f + expf(-g));
-            h[at] = w * (silu * u);
+            h[at] = rw * (silu * u);
         }
         __syncthreads();
     }
