@@ -206,3 +206,21 @@ pub fn rewrite(path: &PathBuf, edit: impl FnOnce(&mut Vec<Owned>)) {
         .collect();
     safetensors::serialize_to_file(views, None, path).unwrap();
 }
+
+#[test]
+fn hash_table_naming_a_missing_expert_is_named() {
+    let dir = copy_of(base(0));
+    rewrite(&single_file(dir.path()), |ts| {
+        let t = ts.iter_mut().find(|t| t.name == "layers.1.ffn.gate.tid2eid").unwrap();
+        t.data[5 * 8 * 2 + 8..5 * 8 * 2 + 16].copy_from_slice(&8i64.to_le_bytes());
+    });
+    let err = open_err(dir.path());
+    assert!(
+        err.contains("model.safetensors: tensor `layers.1.ffn.gate.tid2eid`: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("token 5 routes to expert 8, but config.json has 8 routed experts"),
+        "{err}"
+    );
+}

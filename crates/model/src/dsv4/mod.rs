@@ -41,6 +41,33 @@ impl Dsv4Checkpoint {
         let config = Dsv4Config::read(dir)?;
         let weights = Checkpoint::open(dir)?;
         manifest(&config).check(&weights)?;
+        check_hash_tables(&weights, config.n_routed_experts)?;
         Ok(Dsv4Checkpoint { config, weights })
     }
+}
+
+/// Every hash-routing table (`*.gate.tid2eid`, I64) names only routed experts `0..experts`.
+fn check_hash_tables(ckpt: &Checkpoint, experts: usize) -> Result<(), CheckpointError> {
+    for (name, entry) in ckpt.tensors().iter().filter(|(n, _)| n.ends_with(".gate.tid2eid")) {
+        let view = ckpt.get(name).expect("listed tensor");
+        let bad = view
+            .bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .enumerate()
+            .find(|&(_, e)| e < 0 || e >= experts as i64);
+        if let Some((at, e)) = bad {
+            let k = view.shape.last().copied().unwrap_or(1).max(1);
+            return Err(CheckpointError::Tensor {
+                path: ckpt.file_of(entry).to_path_buf(),
+                name: name.clone(),
+                reason: format!(
+                    "token {} routes to expert {e}, but config.json has {experts} routed experts (0..{experts}); \
+                     the hash table and config.json must come from the same model",
+                    at / k
+                ),
+            });
+        }
+    }
+    Ok(())
 }
