@@ -49,7 +49,7 @@ pub unsafe fn gemv_avx512(
             }
         }
         let mut acc = _mm_setzero_ps();
-        for kb in 0..blocks {
+        for (kb, &sa) in sa.iter().enumerate().take(blocks) {
             let wb: [*const u8; 4] = if kb < full {
                 from_fn(|j| rows[j].as_ptr().wrapping_add(kb * BLOCK))
             } else {
@@ -65,7 +65,7 @@ pub unsafe fn gemv_avx512(
             let inner = reduce4(unsafe { block4(a.as_ptr().add(kb * BLOCK), &wb, &top) });
             // SAFETY: swd holds four scales a block.
             let sw = unsafe { _mm_loadu_ps(swd.as_ptr().add(4 * kb)) };
-            acc = _mm_fmadd_ps(inner, _mm_mul_ps(_mm_set1_ps(sa[kb]), sw), acc);
+            acc = _mm_fmadd_ps(inner, _mm_mul_ps(_mm_set1_ps(sa), sw), acc);
         }
         let mut four = [0f32; 4];
         // SAFETY: four floats.
