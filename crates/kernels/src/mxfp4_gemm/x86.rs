@@ -327,3 +327,34 @@ pub(super) unsafe fn decode_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> us
     }
     whole
 }
+
+/// `decode_scales` when no code is 0 or 255 (every scale is then `code << 23`) and rows are whole 64-byte lines; else 0 blocks.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
+    let blocks = rows[0].len();
+    if blocks % 64 != 0 || rows.iter().any(|r| r.len() != blocks) || swt.len() < blocks * GROUP {
+        return 0;
+    }
+    let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
+    for r in rows {
+        for off in (0..blocks).step_by(64) {
+            // SAFETY: off + 64 <= blocks bytes in every row.
+            let v = unsafe { _mm512_loadu_si512(r.as_ptr().add(off) as *const __m512i) };
+            (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
+        }
+    }
+    if _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) != 0 || _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0
+    {
+        return 0;
+    }
+    for kb0 in (0..blocks).step_by(16) {
+        // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
+        let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
+        for (c, col) in transpose16(x).into_iter().enumerate() {
+            let bits = _mm512_slli_epi32::<23>(_mm512_cvtepu8_epi32(col));
+            // SAFETY: swt holds `blocks` rows of 16 (checked above).
+            unsafe { _mm512_storeu_si512(swt.as_mut_ptr().add((kb0 + c) * GROUP) as *mut __m512i, bits) };
+        }
+    }
+    blocks
+}
