@@ -332,7 +332,7 @@ pub(super) unsafe fn decode_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> us
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     let blocks = rows[0].len();
-    if blocks % 64 != 0 || rows.iter().any(|r| r.len() != blocks) || swt.len() < blocks * GROUP {
+    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) || swt.len() < blocks * GROUP {
         return 0;
     }
     let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
