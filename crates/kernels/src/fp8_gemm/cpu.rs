@@ -1,5 +1,7 @@
 //! CPU `fp8_gemm`: block inner = 16 FMA lanes (lane l: elements 4l..4l+3, then 64+4l..64+4l+3), tree (j,j+8),(j,j+4),(j,j+2),(0,1).
 
+use std::ops::Range;
+
 use tensorfold_formats::{bf16, e8m0};
 
 use crate::cpu::{CpuLaunch, LANES, SimdPath, reduce_lanes};
@@ -93,6 +95,17 @@ impl BlockWeights for Fp8Weights<'_> {
                 *s = e8m0::TABLE[self.w_scale[n / BLOCK * grid_k + kb] as usize];
             }
         }
+    }
+
+    fn gemv(&self, simd: SimdPath, a: &[u16], sa: &[f32], cols: Range<usize>, out: &mut [f32], faults: Faults) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if simd == SimdPath::Avx512 && !faults.on("order_by_tile") && !faults.on("drop_tail_block") {
+            // SAFETY: the driver asserted the path is available; `gemv_avx512` checks every bound it reads.
+            unsafe { super::gemv::gemv_avx512(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            return true;
+        }
+        let _ = (simd, a, sa, cols, out, faults);
+        false
     }
 
     fn row(

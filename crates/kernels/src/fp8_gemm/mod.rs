@@ -5,6 +5,8 @@ mod bf16;
 mod cpu;
 pub mod cuda;
 #[cfg(target_arch = "x86_64")]
+mod gemv;
+#[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, fp8_gemm};

@@ -155,7 +155,7 @@ const fn to_top(p: usize) -> [u8; 64] {
     t
 }
 
-static TO_TOP: [[u8; 64]; 3] = [to_top(0), to_top(1), to_top(2)];
+pub(super) static TO_TOP: [[u8; 64]; 3] = [to_top(0), to_top(1), to_top(2)];
 
 /// The four vectors of `byte16` for 64 codes, bytes moved up by `vpshufb` (port 5) rather than shifts (port 0).
 #[inline]
@@ -174,7 +174,7 @@ fn decode64(d: __m512i, top: &[__m512i; 3]) -> [__m512; 4] {
 /// One block's lane vectors for four weight rows against one activation row, as `lanes16`; the activations are decoded once.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn block4(a: *const u16, w: &[*const u8; 4], top: &[__m512i; 3]) -> [__m512; 4] {
+pub(super) unsafe fn block4(a: *const u16, w: &[*const u8; 4], top: &[__m512i; 3]) -> [__m512; 4] {
     let mut l = [_mm512_setzero_ps(); 4];
     for chunk in 0..2 {
         // SAFETY: the caller guarantees a whole block (128 values, 128 bytes) behind every pointer.

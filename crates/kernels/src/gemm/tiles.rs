@@ -23,6 +23,11 @@ pub(crate) trait BlockWeights: Sync {
     fn act_block(&self, kb: usize) -> usize;
     /// Decoded weight scales of columns `cols`: `swt[kb * GROUP + j]` for column `cols[j]`.
     fn fill_scales(&self, cols: &[usize; GROUP], simd: SimdPath, swt: &mut [f32]);
+    /// One activation row against the contiguous columns `cols` into `out` by a whole-range path, if the format has one for `simd`.
+    fn gemv(&self, simd: SimdPath, a: &[u16], sa: &[f32], cols: Range<usize>, out: &mut [f32], faults: Faults) -> bool {
+        let _ = (simd, a, sa, cols, out, faults);
+        false
+    }
     /// One activation row against `cols`: column j's scale for block kb is `sa[act_block(kb)] * swt[kb * GROUP + off + j]`.
     #[allow(clippy::too_many_arguments)]
     fn row(
@@ -100,6 +105,22 @@ fn columns<W: BlockWeights>(
         // A segment never crosses an activation group, so a tile's columns share their activation rows.
         let group = seg_start / p.group_cols;
         let seg_end = cols.end.min((group + 1) * p.group_cols);
+        if p.rows == 1 {
+            let sa = if lost_act_scale {
+                &ones[..]
+            } else {
+                p.act.row_scales(group)
+            };
+            let dst = &mut view[seg_start - cols.start..seg_end - cols.start];
+            let keep = dst[dst.len() - 1];
+            if w.gemv(launch.simd, p.act.row(group), sa, seg_start..seg_end, dst, faults) {
+                if skip_last_column && seg_end == p.n {
+                    dst[dst.len() - 1] = keep;
+                }
+                seg_start = seg_end;
+                continue;
+            }
+        }
         for t0 in (0..p.rows).step_by(cap) {
             let t1 = (t0 + cap).min(p.rows);
             for g0 in (seg_start..seg_end).step_by(GROUP) {

@@ -1,5 +1,7 @@
 //! CPU `mxfp4_gemm`: a 32-block's inner is (l0 + l2) + (l1 + l3), lane i summing elements 8i..8i+7 by FMA in order.
 
+use std::ops::Range;
+
 use tensorfold_formats::{bf16, e2m1, e8m0};
 
 use crate::cpu::{CpuLaunch, SimdPath};
@@ -116,6 +118,17 @@ impl BlockWeights for Mxfp4Weights<'_> {
         }
     }
 
+    fn gemv(&self, simd: SimdPath, a: &[u16], sa: &[f32], cols: Range<usize>, out: &mut [f32], faults: Faults) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if simd == SimdPath::Avx512 && !faults.on("swap_nibbles") && !faults.on("order_by_tile") {
+            // SAFETY: the driver asserted the path is available; `gemv_avx512` checks every bound it reads.
+            unsafe { super::gemv::gemv_avx512(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            return true;
+        }
+        let _ = (simd, a, sa, cols, out, faults);
+        false
+    }
+
     fn row(
         &self,
         simd: SimdPath,
@@ -139,7 +152,7 @@ impl BlockWeights for Mxfp4Weights<'_> {
                     let swap = faults.on("bf16_pair_swap");
                     super::bf16::rows(a, sa, swt, off, distinct, &w, self.k, swap)
                 } else {
-                    super::x86::rows_avx512(a, sa, swt, off, distinct, &w, self.k)
+                    super::x86::rows_avx512(a, sa, swt, off, distinct, &w, self.k, None)
                 }
             };
         }

@@ -6,6 +6,8 @@ mod cpu;
 pub mod cuda;
 mod slots;
 #[cfg(target_arch = "x86_64")]
+mod gemv;
+#[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, mxfp4_gemm};

@@ -91,6 +91,7 @@ pub unsafe fn rows_avx512<'w>(
     cols: usize,
     w: &impl Fn(usize) -> &'w [u8],
     k: usize,
+    ahead: Option<usize>,
 ) -> [f32; PAIRS] {
     let (blocks, chunks, full) = (k / BLOCK, k.div_ceil(CHUNK), k / CHUNK);
     let row_bytes = k / 2;
@@ -113,11 +114,15 @@ pub unsafe fn rows_avx512<'w>(
                 let row = rows[4 * g + i];
                 if c < full {
                     let p = row.as_ptr().wrapping_add(c * CHUNK_BYTES);
-                    // The next 16 rows (contiguous after these) in address order, 1 KB a chunk (a prefetch never faults).
-                    let next = rows[0]
-                        .as_ptr()
-                        .wrapping_add(PAIRS * row_bytes + PAIRS * CHUNK_BYTES * c);
-                    _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(CHUNK_BYTES * (4 * g + i)) as *const i8);
+                    // Rows from streams: each row's bytes `ahead`; else the next 16 rows (contiguous after these) in address order.
+                    let next = match ahead {
+                        Some(d) => p.wrapping_add(d),
+                        None => rows[0]
+                            .as_ptr()
+                            .wrapping_add(PAIRS * row_bytes + PAIRS * CHUNK_BYTES * c + CHUNK_BYTES * (4 * g + i)),
+                    };
+                    // A prefetch never faults.
+                    _mm_prefetch::<_MM_HINT_T0>(next as *const i8);
                     // SAFETY: c < full: 64 bytes of the row at p.
                     unsafe { _mm512_loadu_si512(p as *const __m512i) }
                 } else {
@@ -303,6 +308,14 @@ unsafe fn fill_scales_avx2(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     for line in (0..GROUP * blocks).step_by(64) {
         _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
     }
+    // SAFETY: avx2 is enabled here.
+    unsafe { decode_scales(rows, swt) }
+}
+
+/// `fill_scales` without its prefetch, for scale rows that are not contiguous.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn decode_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
+    let blocks = rows[0].len();
     let whole = blocks / 16 * 16;
     for kb0 in (0..whole).step_by(16) {
         // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
@@ -313,4 +326,35 @@ unsafe fn fill_scales_avx2(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
         }
     }
     whole
+}
+
+/// `decode_scales` when no code is 0 or 255 (every scale is then `code << 23`) and rows are whole 64-byte lines; else 0 blocks.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
+    let blocks = rows[0].len();
+    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) || swt.len() < blocks * GROUP {
+        return 0;
+    }
+    let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
+    for r in rows {
+        for off in (0..blocks).step_by(64) {
+            // SAFETY: off + 64 <= blocks bytes in every row.
+            let v = unsafe { _mm512_loadu_si512(r.as_ptr().add(off) as *const __m512i) };
+            (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
+        }
+    }
+    if _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) != 0 || _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0
+    {
+        return 0;
+    }
+    for kb0 in (0..blocks).step_by(16) {
+        // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
+        let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
+        for (c, col) in transpose16(x).into_iter().enumerate() {
+            let bits = _mm512_slli_epi32::<23>(_mm512_cvtepu8_epi32(col));
+            // SAFETY: swt holds `blocks` rows of 16 (checked above).
+            unsafe { _mm512_storeu_si512(swt.as_mut_ptr().add((kb0 + c) * GROUP) as *mut __m512i, bits) };
+        }
+    }
+    blocks
 }
