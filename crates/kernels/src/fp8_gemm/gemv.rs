@@ -7,7 +7,7 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::BLOCK;
-use super::x86::{TO_TOP, block4, prefetch};
+use super::x86::{TO_TOP, block_ptrs, block4, prefetch};
 use crate::gemm::x86::reduce4;
 
 /// Bytes ahead in each of the four streams that a pass asks the cache for.
@@ -50,14 +50,7 @@ pub unsafe fn gemv_avx512(
         }
         let mut acc = _mm_setzero_ps();
         for (kb, &sa) in sa.iter().enumerate().take(blocks) {
-            let wb: [*const u8; 4] = if kb < full {
-                from_fn(|j| rows[j].as_ptr().wrapping_add(kb * BLOCK))
-            } else {
-                for (p, r) in pad.iter_mut().zip(&rows) {
-                    p[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
-                }
-                from_fn(|j| pad[j].as_ptr())
-            };
+            let wb = block_ptrs(&rows, kb, full, k, &mut pad);
             for p in wb {
                 prefetch(p.wrapping_add(AHEAD));
             }

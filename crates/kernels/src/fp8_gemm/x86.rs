@@ -115,6 +115,25 @@ unsafe fn tail_avx512<const MR: usize, const NR: usize>(
 }
 
 /// Bytes ahead of the current block that the one-row path asks the cache for.
+/// Block `kb` of four weight rows: whole blocks in place, the last one through the zero-padded `pad`.
+#[inline(always)]
+pub(super) fn block_ptrs(
+    rows: &[&[u8]; 4],
+    kb: usize,
+    full: usize,
+    k: usize,
+    pad: &mut [[u8; BLOCK]; 4],
+) -> [*const u8; 4] {
+    if kb < full {
+        from_fn(|j| rows[j].as_ptr().wrapping_add(kb * BLOCK))
+    } else {
+        for (p, r) in pad.iter_mut().zip(rows) {
+            p[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
+        }
+        from_fn(|j| pad[j].as_ptr())
+    }
+}
+
 pub(super) const PREFETCH: usize = 1024;
 
 /// Asks for the two cache lines at `p` (any address: a prefetch never faults).
@@ -208,14 +227,7 @@ pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) 
         let mut acc = _mm_setzero_ps();
         let mut pad = [[0u8; BLOCK]; 4];
         for kb in 0..blocks {
-            let wb: [*const u8; 4] = if kb < full {
-                from_fn(|j| rows[j].as_ptr().wrapping_add(kb * BLOCK))
-            } else {
-                for (p, r) in pad.iter_mut().zip(&rows) {
-                    p[..k - full * BLOCK].copy_from_slice(&r[full * BLOCK..]);
-                }
-                from_fn(|j| pad[j].as_ptr())
-            };
+            let wb = block_ptrs(&rows, kb, full, k, &mut pad);
             if k <= SHORT_ROW {
                 // Short rows: the next four rows (contiguous after these) in address order, 512 bytes a block.
                 let next = rows[0].as_ptr().wrapping_add(4 * k + 4 * BLOCK * kb);

@@ -4,9 +4,9 @@
 mod bf16;
 mod cpu;
 pub mod cuda;
-mod slots;
 #[cfg(target_arch = "x86_64")]
 mod gemv;
+mod slots;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
