@@ -17,7 +17,7 @@ use crate::faults::Faults;
 type Modules = HashMap<(&'static str, Option<&'static str>), Arc<CudaModule>>;
 
 /// Looked-up entry points by kernel name, planted control and entry.
-type Functions = HashMap<(&'static str, Option<&'static str>, String), CudaFunction>;
+type Functions = HashMap<(&'static str, Option<&'static str>, &'static str), CudaFunction>;
 
 /// One GPU with its stream and the modules loaded so far (one per kernel and planted control).
 pub struct Gpu {
@@ -172,15 +172,16 @@ impl<T: Guarded> DeviceOut<T> {
 impl Gpu {
     /// Entry `entry` of `kernel`, compiled for this GPU with the planted control in `faults` if it is one of the kernel's.
     pub fn function(&self, kernel: &'static CudaKernel, entry: &str, faults: Faults) -> Result<CudaFunction, String> {
-        assert!(
-            entry.starts_with(kernel.name) && kernel.entries.contains(&entry),
-            "{entry} is not a registered entry of {}",
-            kernel.name
-        );
+        let entry: &'static str = kernel
+            .entries
+            .iter()
+            .copied()
+            .find(|e| *e == entry && e.starts_with(kernel.name))
+            .unwrap_or_else(|| panic!("{entry} is not a registered entry of {}", kernel.name));
         let fault = faults
             .active()
             .and_then(|f| kernel.controls.iter().copied().find(|c| *c == f));
-        let key = (kernel.name, fault, entry.to_string());
+        let key = (kernel.name, fault, entry);
         if let Some(f) = self.functions.lock().expect("function cache poisoned").get(&key) {
             return Ok(f.clone());
         }
