@@ -9,7 +9,7 @@ use serde_json::json;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
-use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
+use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, readbacks};
 use tensorfold_model::dsv4::semantics::Semantics;
 use tensorfold_model::dsv4::{load_model, manifest};
 
@@ -94,12 +94,15 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let mut pos = prompt.len();
     step(&model, &mut cache, &device, pos, &[1])?;
     pos += 1;
+    let (reads0, wait0) = readbacks();
     let t = Instant::now();
     for i in 0..args.decode_tokens {
         step(&model, &mut cache, &device, pos, &[(i * 31 % c.vocab_size) as u32])?;
         pos += 1;
     }
     let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
+    let (reads1, wait1) = readbacks();
+    let per_token = args.decode_tokens.max(1) as f64;
     let (layer_bytes, head_bytes) = bytes_per_token(&model);
     let layers = c.num_hidden_layers as f64;
     let layer_ms = decode_s * 1e3 / layers;
@@ -118,6 +121,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "prompt_tokens_per_s": prompt.len() as f64 / prompt_s,
         "decode_ms_per_token": decode_s * 1e3,
         "decode_ms_per_layer": layer_ms,
+        "decode_readbacks_per_token": (reads1 - reads0) as f64 / per_token,
+        "decode_readback_ms_per_token": (wait1 - wait0) * 1e3 / per_token,
         "weight_mb_per_layer_token": layer_bytes / 1e6,
         "head_mb_per_token": head_bytes / 1e6,
         "decode_weight_gbs": token_gbs,

@@ -4,13 +4,15 @@ use crate::cpu::{CpuLaunch, dot, par_chunks_mut};
 use crate::faults::Faults;
 
 /// The indexer's query heads and their width (V4-Flash: 64 x 128).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IndexShape {
     pub num_heads: usize,
     pub head_dim: usize,
+    /// Each head weight is multiplied by this (rounded to f32) before it weighs its dot.
+    pub weight_scale: f32,
 }
 
-/// `out[r, j] = sum_h w[r, h] * relu(q[r, h] . keys[start_r + j])` for `j < visible_r`, else -inf; `key_range[r] = [start_r, visible_r]`.
+/// `out[r, j] = sum_h (w[r, h] * weight_scale) * relu(q[r, h] . keys[start_r + j])` for `j < visible_r`, else -inf; `key_range[r] = [start_r, visible_r]`.
 #[allow(clippy::too_many_arguments)]
 pub fn index_scores(
     q: &[f32],
@@ -68,7 +70,7 @@ pub fn index_scores(
                 let s = dot(&q[(row * heads + h) * hd..(row * heads + h + 1) * hd], key, launch.simd);
                 // An explicit compare, so -0.0 and NaN both give +0.0 on every path.
                 let s = if !relu || s > 0.0 { s } else { 0.0 };
-                acc = w[row * heads + h].mul_add(s, acc);
+                acc = (w[row * heads + h] * shape.weight_scale).mul_add(s, acc);
             }
             *y = acc;
         }
@@ -85,6 +87,7 @@ mod tests {
         let shape = IndexShape {
             num_heads: 3,
             head_dim: 19,
+            weight_scale: 1.0,
         };
         let mut rng = Rng::new(9, 0);
         let q: Vec<f32> = (0..3 * 19).map(|_| rng.normal()).collect();

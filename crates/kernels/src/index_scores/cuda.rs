@@ -74,7 +74,8 @@ pub fn index_scores_cuda<'a>(
             .arg(&r)
             .arg(&h)
             .arg(&d)
-            .arg(&c);
+            .arg(&c)
+            .arg(&shape.weight_scale);
         // SAFETY: the arguments match the kernel's signature; every key range lies inside the table, checked above.
         cuda::launched("index_scores", unsafe { b.launch(launch.config(rows * cols)) })?;
     }

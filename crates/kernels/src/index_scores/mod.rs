@@ -16,6 +16,11 @@ const RATIO: usize = 4;
 
 pub struct IndexScores;
 
+/// The model's head-weight scale, `1 / sqrt(heads * head_dim)`: the cases weigh heads as the indexer does.
+fn weight_scale(case: &Case) -> f32 {
+    (1.0 / ((case.get("heads") * case.get("head_dim")) as f64).sqrt()) as f32
+}
+
 /// Normal values with the FP4 round trip (block 32) the indexer applies to its queries and keys.
 fn fp4_values(n: usize, rng: &mut Rng) -> Vec<f32> {
     let mut v: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
@@ -115,7 +120,7 @@ impl Kernel for IndexScores {
                 for h in 0..heads {
                     let qh = &q[(t * heads + h) * hd..(t * heads + h + 1) * hd];
                     let d: f64 = qh.iter().zip(k).map(|(&a, &b)| a as f64 * b as f64).sum();
-                    score += w[t * heads + h] as f64 * d.max(0.0);
+                    score += w[t * heads + h] as f64 * weight_scale(case) as f64 * d.max(0.0);
                 }
                 y.push(score);
             }
@@ -139,6 +144,7 @@ impl Kernel for IndexScores {
         let shape = IndexShape {
             num_heads: case.get("heads"),
             head_dim: case.get("head_dim"),
+            weight_scale: weight_scale(case),
         };
         let (q, w, range, keys) = (
             inputs[0].buf.f32(),

@@ -12,6 +12,41 @@ pub(crate) fn rank_key(score: f32, idx: usize, lower_first: bool) -> u64 {
     ((ordered as u64) << 32) | tie as u64
 }
 
+/// Where a row's picks land: `col..col + top_k` of an output row of `stride` values, each shifted by the row's offset (-1 padding stays -1).
+#[derive(Clone, Copy, Debug)]
+pub struct Place<'a> {
+    pub stride: usize,
+    pub col: usize,
+    pub offsets: Option<&'a [i32]>,
+}
+
+impl Place<'_> {
+    /// Picks alone: `[rows, top_k]`, unshifted.
+    pub fn plain(top_k: usize) -> Place<'static> {
+        Place {
+            stride: top_k,
+            col: 0,
+            offsets: None,
+        }
+    }
+
+    /// Checks the placement against `rows` output rows of `out_len` values in all.
+    pub fn check(&self, rows: usize, top_k: usize, out_len: usize) -> Result<(), String> {
+        if self.col + top_k > self.stride || out_len != rows * self.stride {
+            return Err(format!(
+                "index_topk: picks at {}..{} of rows of {} do not fit an output of {out_len} values for {rows} rows",
+                self.col,
+                self.col + top_k,
+                self.stride
+            ));
+        }
+        match self.offsets {
+            Some(o) if o.len() != rows => Err(format!("index_topk: {} offsets for {rows} rows", o.len())),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Per row the indices of the `top_k` largest of its first `num_visible[r]` scores (ties: lower index), ascending, padded with -1.
 pub fn index_topk(
     scores: &[f32],
@@ -21,12 +56,25 @@ pub fn index_topk(
     launch: &CpuLaunch,
     faults: Faults,
 ) {
+    index_topk_placed(scores, num_visible, top_k, Place::plain(top_k), out, launch, faults)
+}
+
+/// `index_topk` writing each row's picks where `place` says, leaving the row's other values as they are.
+pub fn index_topk_placed(
+    scores: &[f32],
+    num_visible: &[i32],
+    top_k: usize,
+    place: Place<'_>,
+    out: &mut [i32],
+    launch: &CpuLaunch,
+    faults: Faults,
+) {
     let rows = num_visible.len();
     if rows == 0 || top_k == 0 {
         return;
     }
     assert_eq!(scores.len() % rows, 0, "index_topk: scores are not whole rows");
-    assert_eq!(out.len(), rows * top_k, "index_topk: output is not [rows, top_k]");
+    place.check(rows, top_k, out.len()).unwrap_or_else(|e| panic!("{e}"));
     let num_cols = scores.len() / rows;
     assert!(num_cols < u32::MAX as usize, "index_topk: too many columns");
     assert!(
@@ -36,15 +84,18 @@ pub fn index_topk(
     let lower_first = !faults.on("tie_higher_index");
     let pad_short = !faults.on("unpadded_short_rows");
     let by_score = faults.on("score_order");
-    par_chunks_mut(out, top_k, launch.split_threads(out.len()), |first, chunk| {
+    let stride = place.stride;
+    par_chunks_mut(out, stride, launch.split_threads(rows * top_k), |first, chunk| {
         let mut keys: Vec<u64> = Vec::new();
-        for (i, y) in chunk.chunks_mut(top_k).enumerate() {
+        for (i, y) in chunk.chunks_mut(stride).enumerate() {
             let row = first + i;
+            let y = &mut y[place.col..place.col + top_k];
+            let shift = place.offsets.map_or(0, |o| o[row]);
             let visible = num_visible[row] as usize;
             let row_scores = &scores[row * num_cols..row * num_cols + visible];
             if visible <= top_k {
                 for (j, o) in y[..visible].iter_mut().enumerate() {
-                    *o = j as i32;
+                    *o = j as i32 + shift;
                 }
                 if pad_short {
                     y[visible..].fill(-1);
@@ -66,6 +117,7 @@ pub fn index_topk(
             if !by_score {
                 y.sort_unstable();
             }
+            y.iter_mut().for_each(|o| *o += shift);
         }
     });
 }

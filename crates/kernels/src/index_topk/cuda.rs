@@ -2,6 +2,7 @@
 
 use cudarc::driver::PushKernelArg;
 
+use super::cpu::Place;
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
 
@@ -27,6 +28,30 @@ pub fn index_topk_cuda<'a>(
     out: impl Into<Out<'a, i32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    index_topk_placed_cuda(
+        launch,
+        scores,
+        num_visible,
+        top_k,
+        Place::plain(top_k),
+        None,
+        out,
+        faults,
+    )
+}
+
+/// `index_topk_cuda` writing each row's picks where `place` says (its offsets read from `offsets` when on the device).
+#[allow(clippy::too_many_arguments)]
+pub fn index_topk_placed_cuda<'a>(
+    launch: &CudaLaunch,
+    scores: impl Into<In<'a, f32>>,
+    num_visible: impl Into<In<'a, i32>>,
+    top_k: usize,
+    place: Place<'a>,
+    offsets: Option<In<'a, i32>>,
+    out: impl Into<Out<'a, i32>>,
+    faults: Faults,
+) -> Result<(), String> {
     let scores = scores.into();
     let num_visible = num_visible.into();
     let out = out.into();
@@ -35,10 +60,18 @@ pub fn index_topk_cuda<'a>(
         return Ok(());
     }
     let cols = scores.len() / rows;
-    if scores.len() != rows * cols || out.len() != rows * top_k || cols >= i32::MAX as usize {
+    if scores.len() != rows * cols || cols >= i32::MAX as usize {
         return Err(format!(
-            "index_topk on CUDA: scores must be whole rows of fewer than 2^31 columns and the output [{rows}, {top_k}]"
+            "index_topk on CUDA: scores must be whole rows of fewer than 2^31 columns, not {} values for {rows} rows",
+            scores.len()
         ));
+    }
+    place
+        .check(rows, top_k, out.len())
+        .map_err(|e| format!("{e} (on CUDA)"))?;
+    let offsets = offsets.or(place.offsets.map(In::Host));
+    if offsets.as_ref().is_some_and(|o| o.len() != rows) {
+        return Err(format!("index_topk on CUDA: offsets must be one a row ({rows})"));
     }
     if num_visible
         .host()
@@ -49,13 +82,26 @@ pub fn index_topk_cuda<'a>(
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_topk", faults)?;
     let (sd, vd) = (gpu.stage(scores)?, gpu.stage(num_visible)?);
+    let od = offsets.map(|o| gpu.stage(o)).transpose()?;
     let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();
         let (r, c, k) = (rows as i32, cols as i32, top_k as i32);
+        let (stride, col, null) = (place.stride as i32, place.col as i32, 0u64);
         let mut b = gpu.stream.launch_builder(&f);
-        b.input(&sd).input(&vd).arg(&mut yv).arg(&r).arg(&c).arg(&k);
-        // SAFETY: the arguments match the kernel's signature; scores hold `rows * cols` values and out `rows * top_k`.
+        b.input(&sd)
+            .input(&vd)
+            .arg(&mut yv)
+            .arg(&r)
+            .arg(&c)
+            .arg(&k)
+            .arg(&stride)
+            .arg(&col);
+        match &od {
+            Some(o) => b.input(o),
+            None => b.arg(&null),
+        };
+        // SAFETY: the arguments match the kernel's signature; scores hold `rows * cols` values, out `rows * stride` and offsets one a row (or null).
         cuda::launched("index_topk", unsafe { b.launch(launch.config(rows)) })?;
     }
     y.finish(gpu)

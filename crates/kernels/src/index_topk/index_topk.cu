@@ -21,21 +21,24 @@ __device__ __forceinline__ int index_topk_scan(bool flag, int* warps, int* total
     return before;
 }
 
-extern "C" __global__ void index_topk(const float* scores, const int* num_visible, int* out, int rows, int cols, int top_k) {
+// Row r's picks land at out[r * stride + col ...], each plus offsets[r] when offsets is not null (-1 padding stays -1).
+extern "C" __global__ void index_topk(const float* scores, const int* num_visible, int* out, int rows, int cols, int top_k,
+                                      int stride, int col, const int* offsets) {
     __shared__ int hist[256];
     __shared__ int warps[32];
     __shared__ u32 prefix_s;
     __shared__ int remaining_s, ties_s;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = scores + (size_t)r * cols;
-        int* y = out + (size_t)r * top_k;
+        int* y = out + (size_t)r * stride + col;
+        int shift = offsets ? offsets[r] : 0;
         int visible = num_visible[r];
         if (visible <= top_k) {
             for (int j = threadIdx.x; j < top_k; j += blockDim.x) {
 #ifdef TF_FAULT_unpadded_short_rows
-                if (j < visible) y[j] = j;
+                if (j < visible) y[j] = j + shift;
 #else
-                y[j] = j < visible ? j : -1;
+                y[j] = j < visible ? j + shift : -1;
 #endif
             }
             continue;
@@ -80,7 +83,7 @@ extern "C" __global__ void index_topk(const float* scores, const int* num_visibl
             bool keep = (j < visible && v > prefix) || (tie && tie_rank >= skip && tie_rank < skip + remaining);
             int kept = 0;
             int at = taken + index_topk_scan(keep, warps, &kept);
-            if (keep && at >= 0 && at < top_k) y[at] = j;
+            if (keep && at >= 0 && at < top_k) y[at] = j + shift;
             taken += kept;
             ties += tie_count;
         }

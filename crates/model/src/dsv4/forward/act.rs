@@ -1,5 +1,8 @@
 //! A pass's activations where its device keeps them: host vectors on the CPU, buffers that stay on the GPU under CUDA.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
 use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use tensorfold_kernels::cuda::{In, Out};
 
@@ -15,6 +18,15 @@ pub(crate) enum Act<T = f32> {
 pub(crate) trait Elem: DeviceRepr + ValidAsZeroBits + Unpin + Copy + Default {}
 impl Elem for f32 {}
 impl Elem for i32 {}
+
+/// GPU readbacks so far in this process: how many, and nanoseconds the host spent in them (waiting for the GPU included).
+static READBACKS: (AtomicU64, AtomicU64) = (AtomicU64::new(0), AtomicU64::new(0));
+
+/// The GPU readbacks of this process so far: (count, seconds spent in them).
+pub fn readbacks() -> (u64, f64) {
+    let (n, ns) = (READBACKS.0.load(Ordering::Relaxed), READBACKS.1.load(Ordering::Relaxed));
+    (n, ns as f64 * 1e-9)
+}
 
 fn cuda_ok<R>(what: &str, r: Result<R, cudarc::driver::DriverError>) -> R {
     r.unwrap_or_else(|e| panic!("{what} on CUDA failed: {e:?}"))
@@ -75,9 +87,12 @@ impl<T: Elem> Act<T> {
             Act::Dev(s, n) => {
                 let c = d.cuda().expect("a GPU buffer in a GPU pass");
                 let mut out = vec![T::default(); *n];
+                let t = Instant::now();
                 if *n > 0 {
                     cuda_ok("copying back", c.gpu.stream.memcpy_dtoh(&s.slice(..*n), &mut out));
                 }
+                READBACKS.0.fetch_add(1, Ordering::Relaxed);
+                READBACKS.1.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 out
             }
         }
@@ -104,15 +119,27 @@ impl<T: Elem> Act<T> {
             }
             (Act::Dev(dst, _), Act::Dev(s, _)) => {
                 let c = d.cuda().expect("a GPU buffer in a GPU pass");
-                for (&o, &i) in dst_rows.iter().zip(src_rows) {
-                    let from = s.slice(i * width..(i + 1) * width);
-                    let mut to = dst.slice_mut(o * width..(o + 1) * width);
+                for (o, i, n) in runs(dst_rows, src_rows) {
+                    let from = s.slice(i * width..(i + n) * width);
+                    let mut to = dst.slice_mut(o * width..(o + n) * width);
                     cuda_ok("copying rows", c.gpu.stream.memcpy_dtod(&from, &mut to));
                 }
             }
             _ => panic!("rows copied between a host and a GPU buffer"),
         }
     }
+}
+
+/// Row pairs merged into runs `(dst, src, rows)` where both sides continue one row apart.
+fn runs(dst_rows: &[usize], src_rows: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    for (&o, &i) in dst_rows.iter().zip(src_rows) {
+        match out.last_mut() {
+            Some((lo, li, n)) if *lo + *n == o && *li + *n == i => *n += 1,
+            _ => out.push((o, i, 1)),
+        }
+    }
+    out
 }
 
 impl Device {
@@ -158,5 +185,12 @@ mod tests {
         let copy = dst.duplicate(&d);
         assert_eq!(copy.into_vec(&d), dst.into_vec(&d));
         assert_eq!(d.zeros::<i32>(0).len(), 0);
+    }
+
+    #[test]
+    fn row_pairs_merge_into_runs_only_where_both_sides_continue() {
+        assert_eq!(runs(&[3, 4, 5, 9], &[0, 1, 2, 3]), vec![(3, 0, 3), (9, 3, 1)]);
+        assert_eq!(runs(&[0, 1], &[1, 0]), vec![(0, 1, 1), (1, 0, 1)]);
+        assert!(runs(&[], &[]).is_empty());
     }
 }

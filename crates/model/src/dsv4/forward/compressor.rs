@@ -1,30 +1,16 @@
-//! Feeds a batch's rows into each sequence's compressor and appends the entries they finish.
+//! Feeds a batch's rows into each sequence's compressor and computes the entries they finish; the host state follows at the end of the pass.
 
 use tensorfold_kernels::compress::CompressShape;
 
 use super::act::Act;
+use super::pending::{Fresh, Pending, state};
+use super::table::Table;
 use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
-use crate::dsv4::cache::{CompressorState, Dsv4Cache};
+use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::Compressor;
 
-fn state<'c>(
-    cache: &'c mut Dsv4Cache,
-    pass: &Pass<'_>,
-    g: usize,
-    layer_idx: usize,
-    kind: EntryKind,
-) -> &'c mut CompressorState {
-    let layer = &mut cache.seq_mut(pass.groups[g].seq, &pass.model.config).layers[layer_idx];
-    let s = if kind == EntryKind::Kv {
-        &mut layer.compressor
-    } else {
-        &mut layer.indexer
-    };
-    s.as_mut().expect("a compressed layer has compressor state")
-}
-
-/// Appends the rows' projections to every sequence's state of `kind` and computes the entries they finish.
+/// Projects the rows for the compressor of `kind` and computes the entries they finish; both wait in the pass's deferred writes.
 pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, cache: &mut Dsv4Cache, kind: EntryKind) {
     let dev = &pass.device;
     let (ratio, hd) = (w.ratio, w.head_dim);
@@ -34,20 +20,19 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
         overlap: ratio == 4,
     };
     let width = shape.width();
-    // The compressor state on the host keeps every row not yet finished into an entry.
-    let kv = linear::bf16(pass, x, &w.wkv).into_vec(dev);
-    let gate = linear::bf16(pass, x, &w.wgate).into_vec(dev);
-    let (mut table_kv, mut table_gate, mut token_idx, mut positions) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut new_per_group = Vec::new();
+    let kv = linear::bf16(pass, x, &w.wkv);
+    let gate = linear::bf16(pass, x, &w.wgate);
+    // Each group's held rows from the host, then its new rows from the device, in one table per projection.
+    let (mut table_kv, mut table_gate) = (Table::new(width), Table::new(width));
+    let (mut token_idx, mut positions, mut counts) = (Vec::new(), Vec::new(), Vec::new());
     for (g, group) in pass.groups.iter().enumerate() {
         let st = state(cache, pass, g, layer_idx, kind);
-        for &r in &group.rows {
-            st.kv.extend_from_slice(&kv[r * width..(r + 1) * width]);
-            st.gate.extend_from_slice(&gate[r * width..(r + 1) * width]);
-        }
-        let base = (table_kv.len() / width) as i64 - st.first_pos as i64;
-        table_kv.extend_from_slice(&st.kv);
-        table_gate.extend_from_slice(&st.gate);
+        let first_row = table_kv.len();
+        table_kv.host_rows(&st.kv);
+        table_gate.host_rows(&st.gate);
+        table_kv.pass_rows(&group.rows);
+        table_gate.pass_rows(&group.rows);
+        let base = first_row as i64 - st.first_pos as i64;
         let end = group.start as usize + group.rows.len();
         let (done_before, done_after) = (group.start as usize / ratio, end / ratio);
         for entry in done_before..done_after {
@@ -61,12 +46,12 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
             }
             positions.push((entry * ratio) as i32);
         }
-        new_per_group.push(done_after - done_before);
+        counts.push(done_after - done_before);
     }
-    let num_new = positions.len();
-    if num_new > 0 {
+    let fresh = (!positions.is_empty()).then(|| {
+        let num_new = positions.len();
+        let (table_kv, table_gate) = (table_kv.finish(pass, Some(&kv)), table_gate.finish(pass, Some(&gate)));
         let mut pooled = dev.zeros(num_new * hd);
-        let (table_kv, table_gate) = (dev.put(table_kv), dev.put(table_gate));
         ops::compress(dev, &table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled);
         let mut entries = dev.zeros(num_new * hd);
         ops::rms_norm(dev, &pooled, &w.norm, pass.eps(), &mut entries);
@@ -83,22 +68,14 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
             }
             _ => {}
         }
-        let entries = entries.into_vec(dev);
-        let (section, floats) = (pass.model.layout.section(layer_idx, kind), pass.model.layout.floats);
-        let mut offset = 0;
-        for (g, &n) in new_per_group.iter().enumerate() {
-            let seq = pass.groups[g].seq;
-            let first = state(cache, pass, g, layer_idx, kind).num_entries;
-            for i in 0..n {
-                let value = &entries[(offset + i) * hd..(offset + i + 1) * hd];
-                cache.store.put(&cache.tables[&seq], section, first + i, value, floats);
-            }
-            state(cache, pass, g, layer_idx, kind).num_entries += n;
-            offset += n;
-        }
-    }
-    for (g, group) in pass.groups.iter().enumerate() {
-        let end = group.start + group.rows.len() as u32;
-        state(cache, pass, g, layer_idx, kind).trim(end, ratio);
-    }
+        Fresh { entries, counts }
+    });
+    pass.defer(Pending::Compressor {
+        layer: layer_idx,
+        kind,
+        ratio,
+        kv,
+        gate,
+        fresh,
+    });
 }

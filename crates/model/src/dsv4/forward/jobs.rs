@@ -178,8 +178,8 @@ pub(crate) fn run(model: &Dsv4Model, device: &Device, comm: &dyn Collective, job
                 ..a.shape
             };
             let mut o = device.zeros(rows * width);
-            let (q, table) = (device.put(q), device.put_slice(&a.table));
-            ops::sparse_attn(device, &q, &a.lists, &table, sink, shape, &mut o);
+            let (q, table, lists) = (device.put(q), device.put_slice(&a.table), device.put_slice(&a.lists));
+            ops::sparse_attn(device, &q, &lists, &table, sink, shape, &mut o);
             let positions = device.put_slice(&a.positions);
             ops::rope(device, &mut o, &positions, hd, model.rope_for(a.ratio), true);
             o.into_vec(device)

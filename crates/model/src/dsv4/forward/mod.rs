@@ -13,16 +13,20 @@ mod mtp;
 pub mod nccl;
 mod ops;
 pub mod parallel;
+mod pending;
 mod resident;
 mod slots;
 pub mod socket;
+mod table;
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
 use self::act::Act;
+pub use self::act::readbacks;
 use self::device::Device;
 use self::parallel::RankGroup;
 use super::batch::{Batch, SeqRows};
@@ -55,6 +59,8 @@ pub(crate) struct Pass<'a> {
     /// `positions` and `token_ids` on the device, placed there once per pass.
     pub pos: Act<i32>,
     pub ids: Act<i32>,
+    /// Host cache writes waiting for the end of the pass.
+    pending: RefCell<Vec<pending::Pending>>,
 }
 
 impl<'a> Pass<'a> {
@@ -76,6 +82,7 @@ impl<'a> Pass<'a> {
             ranks,
             pos,
             ids,
+            pending: RefCell::default(),
         }
     }
 
@@ -239,7 +246,10 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
-        out.logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts)?;
+        // The logits wait for the GPU once; the deferred cache writes then read back without waiting.
+        let logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts);
+        pass.settle(cache);
+        out.logits = logits?;
         out.last_streams = x.into_vec(dev);
         Ok(out)
     }

@@ -68,9 +68,10 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
-        let logits = self.logits(&pass, &x, &w.hc_head, &w.norm, opts)?;
+        let logits = self.logits(&pass, &x, &w.hc_head, &w.norm, opts);
+        pass.settle(cache);
         Ok(Output {
-            logits,
+            logits: logits?,
             layer_streams: Vec::new(),
             last_streams: x.into_vec(&pass.device),
         })

@@ -360,25 +360,49 @@ pub(crate) fn index_scores(
     }
 }
 
-pub(crate) fn index_topk(d: &Device, scores: &Act, num_visible: &[i32], top_k: usize, out: &mut Act<i32>) {
+/// Each row's top-k picks plus `offsets[r]`, written at `col..col + top_k` of `out`'s rows of `stride` values.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn index_topk(
+    d: &Device,
+    scores: &Act,
+    num_visible: &[i32],
+    top_k: usize,
+    (stride, col): (usize, usize),
+    offsets: &[i32],
+    out: &mut Act<i32>,
+) {
+    let place = it::Place {
+        stride,
+        col,
+        offsets: Some(offsets),
+    };
     match d {
-        Device::Cpu(l) => it::index_topk(scores.host(), num_visible, top_k, out.host_mut(), l, F),
+        Device::Cpu(l) => it::index_topk_placed(scores.host(), num_visible, top_k, place, out.host_mut(), l, F),
         Device::Cuda(_) => {
             let k = record(&it::cuda::KERNEL);
-            let r = it::cuda::index_topk_cuda(k, scores.input(), num_visible, top_k, out.output(), F);
+            let r =
+                it::cuda::index_topk_placed_cuda(k, scores.input(), num_visible, top_k, place, None, out.output(), F);
             ok("index_topk", r);
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sparse_attn(d: &Device, q: &Act, idx: &[i32], kv: &Act, sink: &[f32], shape: AttnShape, out: &mut Act) {
+pub(crate) fn sparse_attn(
+    d: &Device,
+    q: &Act,
+    idx: &Act<i32>,
+    kv: &Act,
+    sink: &[f32],
+    shape: AttnShape,
+    out: &mut Act,
+) {
     match d {
-        Device::Cpu(l) => sa::sparse_attn(q.host(), idx, kv.host(), sink, shape, out.host_mut(), l, F),
+        Device::Cpu(l) => sa::sparse_attn(q.host(), idx.host(), kv.host(), sink, shape, out.host_mut(), l, F),
         Device::Cuda(c) => {
             let s = res!(c, sink);
             let k = record(&sa::cuda::KERNEL);
-            let r = sa::cuda::sparse_attn_cuda(k, q.input(), idx, kv.input(), &*s, shape, out.output(), F);
+            let r = sa::cuda::sparse_attn_cuda(k, q.input(), idx.input(), kv.input(), &*s, shape, out.output(), F);
             ok("sparse_attn", r);
         }
     }

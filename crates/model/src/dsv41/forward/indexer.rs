@@ -57,6 +57,7 @@ pub(crate) fn topk(
         let shape = IndexShape {
             num_heads: ih,
             head_dim: ihd,
+            weight_scale: 1.0,
         };
         index_scores(&iq, &iw, &key_range, &keys, shape, &mut scores, l, f);
         let (block, kept) = (c.candidate_block_size, c.candidate_topk_blocks);
