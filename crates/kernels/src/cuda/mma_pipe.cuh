@@ -1,16 +1,6 @@
-// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles with the per-element MMA chain of tf_mma_tiles, f16 activations and raw weights streamed two stages ahead.
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents.
 #define PIPE_RING 3
 #define PIPE_BM 128
-
-// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes of shared dst.
-__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-// Asynchronous copy of `bytes` (0..8, the rest zero-filled) from global src into 8 bytes of shared dst.
-__device__ __forceinline__ void tf_cp_async8(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
-}
 
 __device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
 
@@ -30,6 +20,34 @@ __device__ __forceinline__ u16 tf_f16(float x) {
 // Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes at shared address dst.
 __device__ __forceinline__ void tf_cp_async16_at(u32 dst, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+// A 16-byte copy as tf_cp_async16_at, or 16 zero bytes when zero is set.
+__device__ __forceinline__ void tf_cp_async16_or_zero(u32 dst, const void* src, bool zero) {
+    asm volatile("{ .reg .pred z; setp.ne.b32 z, %2, 0; cp.async.cg.shared.global [%0], [%1], 16, z; }" ::"r"(dst), "l"(src), "r"((int)zero));
+}
+
+__device__ __forceinline__ void tf_ldmatrix_x4_at(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// tf_mma_f16 into a fresh accumulator: d = a b + 0.
+__device__ __forceinline__ void tf_mma_f16_fresh(float* d, const u32* a, const u32* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// The four bytes of x (two e2m1 nibbles each, low first) as the f16x2 words tf_e2m1x2_to_f16x2 makes of them: each byte's nibbles at bits 0 and 16, then sign and magnitude placed at once.
+__device__ __forceinline__ void tf_e2m1x8_to_f16x2(u32 x, int swap, u32* h) {
+    u32 lo = swap ? x >> 4 : x, hi = swap ? x : x >> 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 p;
+        asm("prmt.b32 %0, %1, %2, %3;" : "=r"(p) : "r"(lo), "r"(hi), "r"((u32)(j | j << 4 | (4 + j) << 8 | (4 + j) << 12)));
+        p &= 0x000f000fu;
+        h[j] = tf_hmul2(((p << 12) | (p << 9)) & 0x8e008e00u, 0x74007400u);
+    }
 }
 
 // 16 and 8 bytes of read-only global memory.
@@ -59,8 +77,8 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
-    int tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    int tiles = tiles_n * ((m + BM - 1) / BM);
+    int tiles_m = (m + BM - 1) / BM;
+    int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128;
     int kend = k;
 #ifdef TF_FAULT_drop_tail_block
@@ -80,8 +98,16 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     u32 a_dst[AP];
 #pragma unroll
     for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][tf_pipe_a(ar + 64 * i, ac)]);
+    // Shared byte addresses of this lane's ldmatrix rows at k16 steps 0 and 1 (16 more rows are 1024 bytes on: the swizzle repeats).
+    u32 la_at[2], lb_at[2];
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+        la_at[step] = tf_smem_addr(&sm.as[0][tf_pipe_a(la_row, 2 * step + la_c)]);
+        lb_at[step] = tf_smem_addr(&sm.bs[0][tf_pipe_a(lb_row, 2 * step + lb_c)]);
+    }
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * MMA_BN;
+        // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
+        int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
         float acc[MI][4][4], part[MI][4][4];
 #pragma unroll
         for (int i = 0; i < MI; ++i)
@@ -120,10 +146,15 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
             if (s < stages) {
                 int k0 = order(s) * MMA_BK;
                 u32 slot = (u32)(s % PIPE_RING) * A_SLOT;
+                if (k0 + MMA_BK <= kend) {
 #pragma unroll
-                for (int i = 0; i < AP; ++i) {
-                    int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
-                    tf_cp_async16_at(a_dst[i] + slot, bytes > 0 ? a_src[i] + k0 : q, bytes);
+                    for (int i = 0; i < AP; ++i) tf_cp_async16_or_zero(a_dst[i] + slot, a_src[i] + k0, a_lim[i] <= 0);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) {
+                        int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
+                        tf_cp_async16_at(a_dst[i] + slot, bytes > 0 ? a_src[i] + k0 : q, bytes);
+                    }
                 }
             }
             tf_cp_commit();
@@ -171,9 +202,8 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                     h[2 * j + 1] = tf_e4m3x2_to_f16x2(wd[j], 0x3424u);
                 }
             } else {
-                u32 wd[2] = {v.x, v.y};
-#pragma unroll
-                for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((wd[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
+                tf_e2m1x8_to_f16x2(v.x, swap, h);
+                tf_e2m1x8_to_f16x2(v.y, swap, h + 4);
             }
             if (tid < MMA_BN) sm.ss[buf][tid] = sc;
             *(uint4*)&sm.bs[buf][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
@@ -201,30 +231,40 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 #endif
                     }
             }
-            const u16* a_st = sm.as[s % PIPE_RING];
-            const u16* b_st = sm.bs[s % 2];
+            u32 a_slot = (u32)(s % PIPE_RING) * A_SLOT, b_buf = (u32)(s % 2) * (MMA_BN * MMA_BK * 2);
+            // The stage's two k16 steps; a block's first stage starts its partials afresh (the same as adding to zeros).
+            auto mmas = [&](bool fresh) {
 #pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                int kc = 2 * step;
-                u32 b[4][2];
+                for (int step = 0; step < 2; ++step) {
+                    u32 b[4][2];
 #pragma unroll
-                for (int p = 0; p < 2; ++p) {
-                    u32 r[4];
-                    tf_ldmatrix_x4(r, &b_st[tf_pipe_a(lb_row + 16 * p, kc + lb_c)]);
-                    b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
+                    for (int p = 0; p < 2; ++p) {
+                        u32 r[4];
+                        tf_ldmatrix_x4_at(r, lb_at[step] + b_buf + 1024 * p);
+                        b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        u32 a[4];
+                        tf_ldmatrix_x4_at(a, la_at[step] + a_slot + 1024 * mi);
+#pragma unroll
+                        for (int ni = 0; ni < 4; ++ni) {
+                            if (fresh && step == 0)
+                                tf_mma_f16_fresh(part[mi][ni], a, b[ni]);
+                            else
+                                tf_mma_f16(part[mi][ni], a, b[ni]);
+                        }
+                    }
                 }
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    u32 a[4];
-                    tf_ldmatrix_x4(a, &a_st[tf_pipe_a(la_row + 16 * mi, kc + la_c)]);
-#pragma unroll
-                    for (int ni = 0; ni < 4; ++ni) tf_mma_f16(part[mi][ni], a, b[ni]);
-                }
-            }
+            };
+            if (FMT != MMA_FP8 || s % 4 == 0)
+                mmas(true);
+            else
+                mmas(false);
             if (s + 1 < stages) convert(rn, (s + 1) % 2, snext);
             snext = scale(s + 2);
             load_b(s + 3, rn);
-            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); then a fresh partial.
+            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); the next block's first stage starts a fresh partial.
             bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
             if (close) {
 #pragma unroll
@@ -235,11 +275,8 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 #pragma unroll
                         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                            for (int h = 0; h < 2; ++h) {
-                                float* p = &part[mi][ni][2 * h + c];
-                                acc[mi][ni][2 * h + c] = fmaf(*p, sa[mi][h] * sw, acc[mi][ni][2 * h + c]);
-                                *p = 0.0f;
-                            }
+                            for (int h = 0; h < 2; ++h)
+                                acc[mi][ni][2 * h + c] = fmaf(part[mi][ni][2 * h + c], sa[mi][h] * sw, acc[mi][ni][2 * h + c]);
                     }
             }
         };
@@ -278,7 +315,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     }
 }
 
-// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] as tf_mma_tiles takes them (FP8 or FP4): 128-row tiles when they fill the GPU in fewer rounds, else 64.
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
