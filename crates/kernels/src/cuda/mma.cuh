@@ -75,8 +75,8 @@ __device__ __forceinline__ void tf_bf16_tiles(const float* q, const u16* w16, fl
     int q_stride = k, y_stride = n;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
-    int tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    int tiles = tiles_n * ((m + MMA_BM - 1) / MMA_BM);
+    int tiles_m = (m + MMA_BM - 1) / MMA_BM;
+    int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
     int kend = k;
 #ifdef TF_FAULT_drop_tail
     kend = k - 1;
@@ -87,7 +87,8 @@ __device__ __forceinline__ void tf_bf16_tiles(const float* q, const u16* w16, fl
     bool avec = q_stride % 4 == 0 && ((size_t)q % 16) == 0;
     bool wvec = k % 16 == 0 && ((size_t)w16 % 16) == 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int m0 = (tile / tiles_n) * MMA_BM, n0 = (tile % tiles_n) * MMA_BN;
+        // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
+        int m0 = (tile % tiles_m) * MMA_BM, n0 = (tile / tiles_m) * MMA_BN;
         float acc[2][4][4], part[2][4][4];
 #pragma unroll
         for (int i = 0; i < 2; ++i)

@@ -1,17 +1,6 @@
-// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: the same 64x128 tiles, warps and per-element MMA chain as tf_mma_tiles, with f16 activations and raw weights streamed two stages ahead.
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents.
 #define PIPE_RING 3
-#define PIPE_A (MMA_BM * MMA_BK)
-#define PIPE_B (MMA_BN * MMA_BK)
-
-// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes of shared dst.
-__device__ __forceinline__ void tf_cp_async16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
-}
-
-// Asynchronous copy of `bytes` (0..8, the rest zero-filled) from global src into 8 bytes of shared dst.
-__device__ __forceinline__ void tf_cp_async8(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(tf_smem_addr(dst)), "l"(src), "r"(bytes));
-}
+#define PIPE_BM 128
 
 __device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
 
@@ -28,19 +17,68 @@ __device__ __forceinline__ u16 tf_f16(float x) {
     return r;
 }
 
-// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] as tf_mma_tiles takes them (FP8 or FP4).
-template <int FMT>
-__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    constexpr int WB = FMT == MMA_FP8 ? 32 : 16;
-    __shared__ __align__(16) u16 as[PIPE_RING][PIPE_A];
-    __shared__ __align__(16) u8 braw[PIPE_RING][MMA_BN * WB];
-    __shared__ __align__(16) u16 bs[2][MMA_BN * MMA_LD];
-    __shared__ float ss[2][MMA_BN];
+// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes at shared address dst.
+__device__ __forceinline__ void tf_cp_async16_at(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+// A 16-byte copy as tf_cp_async16_at, or 16 zero bytes when zero is set.
+__device__ __forceinline__ void tf_cp_async16_or_zero(u32 dst, const void* src, bool zero) {
+    asm volatile("{ .reg .pred z; setp.ne.b32 z, %2, 0; cp.async.cg.shared.global [%0], [%1], 16, z; }" ::"r"(dst), "l"(src), "r"((int)zero));
+}
+
+__device__ __forceinline__ void tf_ldmatrix_x4_at(u32* r, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// tf_mma_f16 into a fresh accumulator: d = a b + 0.
+__device__ __forceinline__ void tf_mma_f16_fresh(float* d, const u32* a, const u32* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// The four bytes of x (two e2m1 nibbles each, low first) as the f16x2 words tf_e2m1x2_to_f16x2 makes of them: each byte's nibbles at bits 0 and 16, then sign and magnitude placed at once.
+__device__ __forceinline__ void tf_e2m1x8_to_f16x2(u32 x, int swap, u32* h) {
+    u32 lo = swap ? x >> 4 : x, hi = swap ? x : x >> 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 p;
+        asm("prmt.b32 %0, %1, %2, %3;" : "=r"(p) : "r"(lo), "r"(hi), "r"((u32)(j | j << 4 | (4 + j) << 8 | (4 + j) << 12)));
+        p &= 0x000f000fu;
+        h[j] = tf_hmul2(((p << 12) | (p << 9)) & 0x8e008e00u, 0x74007400u);
+    }
+}
+
+// 16 and 8 bytes of read-only global memory.
+__device__ __forceinline__ uint4 tf_pipe_ld16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 tf_pipe_ld8(const void* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+// One block's shared memory: the activation copy ring, two stages of f16 weights and their column scales.
+struct TfPipeSmem {
+    u16 as[PIPE_RING][PIPE_BM * MMA_BK];
+    u16 bs[2][MMA_BN * MMA_BK];
+    float ss[2][MMA_BN];
+};
+
+// tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32; activations copied two stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage.
+template <int FMT, int BM>
+__device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    constexpr int MI = BM / 32, AP = BM / 64;
+    constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
-    int tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    int tiles = tiles_n * ((m + MMA_BM - 1) / MMA_BM);
+    int tiles_m = (m + BM - 1) / BM;
+    int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128;
     int kend = k;
 #ifdef TF_FAULT_drop_tail_block
@@ -54,11 +92,25 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
 #ifdef TF_FAULT_swap_nibbles
     swap = 1;
 #endif
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int m0 = (tile / tiles_n) * MMA_BM, n0 = (tile % tiles_n) * MMA_BN;
-        float acc[2][4][4], part[2][4][4];
+    // ldmatrix rows and chunks of this lane: A rows (plus 16 mi), B rows (plus 16 p); copy destinations of its A chunks in slot 0.
+    int la_row = wm * (BM / 2) + lane % 8 + 8 * ((lane / 8) % 2), la_c = lane / 16;
+    int lb_row = wn * 32 + lane % 8 + 8 * (lane / 16), lb_c = (lane / 8) % 2;
+    u32 a_dst[AP];
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][tf_pipe_a(ar + 64 * i, ac)]);
+    // Shared byte addresses of this lane's ldmatrix rows at k16 steps 0 and 1 (16 more rows are 1024 bytes on: the swizzle repeats).
+    u32 la_at[2], lb_at[2];
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+        la_at[step] = tf_smem_addr(&sm.as[0][tf_pipe_a(la_row, 2 * step + la_c)]);
+        lb_at[step] = tf_smem_addr(&sm.bs[0][tf_pipe_a(lb_row, 2 * step + lb_c)]);
+    }
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
+        int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
+        float acc[MI][4][4], part[MI][4][4];
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -70,58 +122,79 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
 #endif
             return s;
         };
-        // Copies stage s's activations into ring slot s % PIPE_RING (zeros outside the matrix).
+        // This thread's A chunk rows (clamped into the matrix) and how much of K each holds; its weight row; its column's scale row.
+        const u16* a_src[AP];
+        int a_lim[AP];
+#pragma unroll
+        for (int i = 0; i < AP; ++i) {
+            int gm = m0 + ar + 64 * i;
+            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
+            a_lim[i] = gm < m ? kend - ac * 8 : 0;
+        }
+        int gn = n0 + bn;
+        const u8* b_src = FMT == MMA_FP8 ? w + (size_t)min(gn, n - 1) * k + bc : w + (size_t)min(gn, n - 1) * (k / 2) + bc / 2;
+        int b_lim = gn < n ? kend - bc : 0;
+        int sn = min(n0 + tid, n - 1);
+        const u8* s_src = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + sn) / 128) * nblk : w_scale + (size_t)sn * (k / 32);
+        int qs_off[MI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) qs_off[mi][h] = min(m0 + wm * (BM / 2) + mi * 16 + g + 8 * h, m - 1) * qs_stride;
+        // One copy group: stage s's activations into ring slot s % PIPE_RING (zeros outside the matrix).
         auto issue_a = [&](int s) {
-            if (s >= stages) return;
-            int gk = order(s) * MMA_BK + ac * 8, gm = m0 + ar;
-            int bytes = gm < m ? max(0, min(8, kend - gk)) * 2 : 0;
-            const u16* src = bytes > 0 ? q + (size_t)gm * q_stride + gk : q;
-            tf_cp_async16(&as[s % PIPE_RING][tf_pipe_a(ar, ac)], src, bytes);
-        };
-        // Copies stage s's raw weight codes into ring slot s % PIPE_RING (zeros outside the matrix).
-        auto issue_b = [&](int s) {
-            if (s >= stages) return;
-            int k0 = order(s) * MMA_BK, gn = n0 + bn;
-            u8* dst = &braw[s % PIPE_RING][bn * WB + bc * WB / 32];
-            if constexpr (FMT == MMA_FP8) {
-                if (wvec) {
-                    int bytes = gn < n ? max(0, min(16, kend - k0 - bc)) : 0;
-                    tf_cp_async16(dst, bytes > 0 ? w + (size_t)gn * k + k0 + bc : w, bytes);
+            if (s < stages) {
+                int k0 = order(s) * MMA_BK;
+                u32 slot = (u32)(s % PIPE_RING) * A_SLOT;
+                if (k0 + MMA_BK <= kend) {
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) tf_cp_async16_or_zero(a_dst[i] + slot, a_src[i] + k0, a_lim[i] <= 0);
                 } else {
-                    u32 word[4];
 #pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        word[j] = 0;
-#pragma unroll
-                        for (int b = 0; b < 4; ++b) {
-                            int kk = k0 + bc + 4 * j + b;
-                            if (gn < n && kk < kend) word[j] |= (u32)w[(size_t)gn * k + kk] << (8 * b);
-                        }
+                    for (int i = 0; i < AP; ++i) {
+                        int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
+                        tf_cp_async16_at(a_dst[i] + slot, bytes > 0 ? a_src[i] + k0 : q, bytes);
                     }
-                    *(uint4*)dst = make_uint4(word[0], word[1], word[2], word[3]);
+                }
+            }
+            tf_cp_commit();
+        };
+        // Stage s's raw weight codes of this thread (zeros outside the matrix or past the last stage).
+        auto load_b = [&](int s, uint4& v) {
+            v = make_uint4(0u, 0u, 0u, 0u);
+            if (s >= stages) return;
+            int k0 = order(s) * MMA_BK;
+            if constexpr (FMT == MMA_FP8) {
+                int bytes = min(max(b_lim - k0, 0), 16);
+                if (bytes == 16 && wvec) {
+                    v = tf_pipe_ld16(b_src + k0);
+                } else {
+                    u32 word[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                    for (int b = 0; b < 16; ++b)
+                        if (b < bytes) word[b / 4] |= (u32)b_src[k0 + b] << (8 * (b % 4));
+                    v = make_uint4(word[0], word[1], word[2], word[3]);
                 }
             } else {
-                tf_cp_async8(dst, gn < n ? w + (size_t)gn * (k / 2) + k0 / 2 + bc / 2 : w, gn < n ? 8 : 0);
+                if (gn < n) {
+                    uint2 x = tf_pipe_ld8(b_src + k0 / 2);
+                    v.x = x.x, v.y = x.y;
+                }
             }
         };
         // The weight scale of column n0 + tid at stage s (threads below MMA_BN).
         auto scale = [&](int s) {
             if (s >= stages || tid >= MMA_BN) return 0.0f;
             s = order(s);
-            if constexpr (FMT == MMA_FP8) {
-                int gs = min(n0 + tid, n - 1);
-                return tf_e8m0_to_f32(w_scale[(size_t)((col0 + gs) / 128) * nblk + s / 4]);
-            } else {
-                return n0 + tid < n ? tf_e8m0_to_f32(w_scale[(size_t)(n0 + tid) * (k / 32) + s]) : 0.0f;
-            }
+            if constexpr (FMT == MMA_FP8)
+                return tf_e8m0_to_f32(s_src[s / 4]);
+            else
+                return n0 + tid < n ? tf_e8m0_to_f32(s_src[s]) : 0.0f;
         };
-        // Raw ring slot of stage s to f16 buffer buf, with the stage's column scales.
-        auto convert = [&](int s, int buf, float sc) {
-            if (s >= stages) return;
-            const u8* src = &braw[s % PIPE_RING][bn * WB + bc * WB / 32];
+        // Raw codes v of a stage to f16 weight buffer buf, with the stage's column scales.
+        auto convert = [&](const uint4& v, int buf, float sc) {
             u32 h[8];
             if constexpr (FMT == MMA_FP8) {
-                uint4 v = *(const uint4*)src;
                 u32 wd[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
@@ -129,91 +202,104 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
                     h[2 * j + 1] = tf_e4m3x2_to_f16x2(wd[j], 0x3424u);
                 }
             } else {
-                uint2 v = *(const uint2*)src;
-                u32 wd[2] = {v.x, v.y};
-#pragma unroll
-                for (int j = 0; j < 8; ++j) h[j] = tf_e2m1x2_to_f16x2((wd[j / 4] >> (8 * (j % 4))) & 0xffu, swap);
+                tf_e2m1x8_to_f16x2(v.x, swap, h);
+                tf_e2m1x8_to_f16x2(v.y, swap, h + 4);
             }
-            if (tid < MMA_BN) ss[buf][tid] = sc;
-            *(uint4*)&bs[buf][bn * MMA_LD + bc] = make_uint4(h[0], h[1], h[2], h[3]);
-            *(uint4*)&bs[buf][bn * MMA_LD + bc + 8] = make_uint4(h[4], h[5], h[6], h[7]);
+            if (tid < MMA_BN) sm.ss[buf][tid] = sc;
+            *(uint4*)&sm.bs[buf][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
+            *(uint4*)&sm.bs[buf][tf_pipe_a(bn, bc / 8 + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
         };
-        // Copy groups: the prologue's first holds A(0), B(0), B(1); its second A(1), B(2); iteration s's A(s + 2), B(s + 3).
-        issue_a(0);
-        issue_b(0);
-        issue_b(1);
-        tf_cp_commit();
-        issue_a(1);
-        issue_b(2);
-        tf_cp_commit();
-        float snext = scale(1);
-        tf_cp_wait1();
-#ifndef TF_FAULT_race_no_sync
-        __syncthreads();
-#endif
-        convert(0, 0, scale(0));
-        for (int s = 0; s < stages; ++s) {
-            int cur = s % 2;
+        // Activation scales of this thread's rows for the 128-block a stage reads, loaded at the block's first stage.
+        float sa[MI][2];
+        // Stage s: its activations have landed; copy s + 2, MMA s, convert s + 1 (raw codes in rn, then refilled with s + 3), close s.
+        auto body = [&](int s, uint4& rn, float& snext) {
+            if (s >= stages) return;
             tf_cp_wait1();
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
             issue_a(s + 2);
-            issue_b(s + 3);
-            tf_cp_commit();
-            convert(s + 1, (s + 1) % 2, snext);
-            snext = scale(s + 2);
-            const u16* a_st = as[s % PIPE_RING];
-#pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                int kk = 16 * step;
-                u32 b[4][2];
-#pragma unroll
-                for (int p = 0; p < 2; ++p) {
-                    u32 r[4];
-                    tf_ldmatrix_x4(r, &bs[cur][(wn * 32 + p * 16 + lane % 8 + 8 * (lane / 16)) * MMA_LD + kk + 8 * ((lane / 8) % 2)]);
-                    b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
-                }
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi) {
-                    u32 a[4];
-                    tf_ldmatrix_x4(a, &a_st[tf_pipe_a(wm * 32 + mi * 16 + lane % 8 + 8 * ((lane / 8) % 2), kk / 8 + lane / 16)]);
-#pragma unroll
-                    for (int ni = 0; ni < 4; ++ni) tf_mma_f16(part[mi][ni], a, b[ni]);
-                }
-            }
-            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); then a fresh partial.
-            bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
-            if (close) {
+            if (s % 4 == 0) {
                 int kb = order(s) / 4;
 #pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
+                for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        int gm = min(m0 + wm * 32 + mi * 16 + g + 8 * h, m - 1);
-                        float sa = q_scale[(size_t)gm * qs_stride + kb];
+                        sa[mi][h] = q_scale[qs_off[mi][h] + kb];
 #ifdef TF_FAULT_lost_act_scale
-                        sa = 1.0f;
+                        sa[mi][h] = 1.0f;
 #endif
-#pragma unroll
-                        for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                            for (int c = 0; c < 2; ++c) {
-                                float sw = ss[cur][wn * 32 + ni * 8 + 2 * t4 + c];
-                                float* p = &part[mi][ni][2 * h + c];
-                                acc[mi][ni][2 * h + c] = fmaf(*p, sa * sw, acc[mi][ni][2 * h + c]);
-                                *p = 0.0f;
-                            }
                     }
             }
+            u32 a_slot = (u32)(s % PIPE_RING) * A_SLOT, b_buf = (u32)(s % 2) * (MMA_BN * MMA_BK * 2);
+            // The stage's two k16 steps; a block's first stage starts its partials afresh (the same as adding to zeros).
+            auto mmas = [&](bool fresh) {
+#pragma unroll
+                for (int step = 0; step < 2; ++step) {
+                    u32 b[4][2];
+#pragma unroll
+                    for (int p = 0; p < 2; ++p) {
+                        u32 r[4];
+                        tf_ldmatrix_x4_at(r, lb_at[step] + b_buf + 1024 * p);
+                        b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        u32 a[4];
+                        tf_ldmatrix_x4_at(a, la_at[step] + a_slot + 1024 * mi);
+#pragma unroll
+                        for (int ni = 0; ni < 4; ++ni) {
+                            if (fresh && step == 0)
+                                tf_mma_f16_fresh(part[mi][ni], a, b[ni]);
+                            else
+                                tf_mma_f16(part[mi][ni], a, b[ni]);
+                        }
+                    }
+                }
+            };
+            if (FMT != MMA_FP8 || s % 4 == 0)
+                mmas(true);
+            else
+                mmas(false);
+            if (s + 1 < stages) convert(rn, (s + 1) % 2, snext);
+            snext = scale(s + 2);
+            load_b(s + 3, rn);
+            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); the next block's first stage starts a fresh partial.
+            bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
+            if (close) {
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        float sw = sm.ss[s % 2][wn * 32 + ni * 8 + 2 * t4 + c];
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h)
+                                acc[mi][ni][2 * h + c] = fmaf(part[mi][ni][2 * h + c], sa[mi][h] * sw, acc[mi][ni][2 * h + c]);
+                    }
+            }
+        };
+        issue_a(0);
+        issue_a(1);
+        uint4 r0, r1;
+        load_b(0, r0);
+        convert(r0, 0, scale(0));
+        load_b(1, r0);
+        load_b(2, r1);
+        float snext = scale(1);
+        // Raw codes of stage s + 1 sit in r0 at even s, r1 at odd s.
+        for (int s = 0; s < stages; s += 2) {
+            body(s, r0, snext);
+            body(s + 1, r1, snext);
         }
-        // Every warp is done with the rings before the next tile's prologue refills them.
+        // Every warp is done with the buffers before the next tile's prologue refills them.
         __syncthreads();
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                int gm = m0 + wm * 32 + mi * 16 + g + 8 * h;
+                int gm = m0 + wm * (BM / 2) + mi * 16 + g + 8 * h;
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -227,6 +313,21 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
                     }
             }
     }
+}
+
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    __shared__ __align__(16) TfPipeSmem sm;
+    u32 sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
+    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
+    if (5 * rounds128 <= 3 * rounds64)
+        tf_mma_pipe_bm<FMT, 128>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else
+        tf_mma_pipe_bm<FMT, 64>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 #define ROWS_BN 16

@@ -1,4 +1,4 @@
-//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 64x128 tensor-core tiles with K in fixed 128-blocks.
+//! CUDA `fp8_gemm`: activations act_quant'ed per row, then 128- or 64-row by 128-column tensor-core tiles with K in fixed 128-blocks.
 
 use cudarc::driver::PushKernelArg;
 
