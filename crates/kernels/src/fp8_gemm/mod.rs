@@ -52,13 +52,14 @@ impl Kernel for Fp8Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows), then V4-Flash wq_a, wkv and shared-expert w2.
+        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash wq_a, wkv and shared-expert w2.
         [
             (3, 1, 1),
             (17, 31, 257),
             (5, 257, 1031),
             (9, 129, 64),
             (512, 136, 288),
+            (130, 8448, 160),
             (2, 1024, 4096),
             (3, 512, 4096),
             (2, 4096, 2048),

@@ -54,13 +54,14 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes (k a multiple of 32; 512 rows: a prompt chunk beside decode rows), then V4-Flash w1/w3 [2048, 4096] and w2 [4096, 2048].
+        // (rows, n, k): awkward sizes (k a multiple of 32; 512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash w1/w3 [2048, 4096] and w2 [4096, 2048].
         [
             (3, 1, 32),
             (17, 31, 96),
             (6, 257, 1056),
             (9, 33, 160),
             (512, 136, 288),
+            (130, 8448, 160),
             (2, 2048, 4096),
             (2, 4096, 2048),
         ]
