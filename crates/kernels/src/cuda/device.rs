@@ -221,6 +221,22 @@ impl Gpu {
         self.stream.alloc_zeros(len.max(1)).map_err(driver_err("alloc"))
     }
 
+    /// A device buffer of `len` elements (at least one) for a kernel that writes all of them: not cleared first.
+    pub fn scratch<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, String> {
+        // SAFETY: callers hand the buffer to a kernel that writes every element before anything reads it.
+        unsafe { self.stream.alloc(len.max(1)) }.map_err(driver_err("alloc"))
+    }
+
+    /// Quantised-activation scratch: f16 rows of `k` padded to 8 (the padding must read as zeros) and one scale a 128-block.
+    pub fn quant_scratch(&self, rows: usize, k: usize) -> Result<(CudaSlice<u16>, CudaSlice<f32>), String> {
+        let q = if k.is_multiple_of(8) {
+            self.scratch(rows * k)?
+        } else {
+            self.zeros(rows * k.next_multiple_of(8))?
+        };
+        Ok((q, self.scratch(rows * k.div_ceil(128))?))
+    }
+
     /// A guarded device output holding `host`'s current contents.
     pub fn output<T: Guarded>(&self, host: &[T]) -> Result<DeviceOut<T>, String> {
         let mut init = vec![T::GUARD; host.len() + 2 * GUARD_LEN];

@@ -57,8 +57,7 @@ pub fn fp8_gemm_cuda<'a>(
     let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
-    let mut q = gpu.zeros::<u16>(m * k.next_multiple_of(8))?;
-    let mut qs = gpu.zeros::<f32>(m * k.div_ceil(128))?;
+    let (mut q, mut qs) = gpu.quant_scratch(m, k)?;
     let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {

@@ -46,8 +46,7 @@ pub fn grouped_proj_cuda(
     let gemm = gpu.function(&KERNEL, "grouped_proj", faults)?;
     let rows = o.len() / (groups * group_dim);
     let (od, wd, sd) = (gpu.upload(o)?, gpu.upload(wo_a)?, gpu.upload(wo_a_scale)?);
-    let mut q = gpu.zeros::<u16>(rows * groups * group_dim.next_multiple_of(8))?;
-    let mut qs = gpu.zeros::<f32>(rows * groups * group_dim.div_ceil(128))?;
+    let (mut q, mut qs) = gpu.quant_scratch(rows * groups, group_dim)?;
     let mut y = gpu.output(out)?;
     let (rg, k) = ((rows * groups) as i32, group_dim as i32);
     {

@@ -48,8 +48,7 @@ fn quantise(
 ) -> Result<Quantised, String> {
     let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
     let rows = x.view().len() / k;
-    let mut q = gpu.zeros::<u16>(rows * k.next_multiple_of(8))?;
-    let mut scales = gpu.zeros::<f32>(rows * k.div_ceil(128))?;
+    let (mut q, mut scales) = gpu.quant_scratch(rows, k)?;
     let (mm, kk) = (rows as i32, k as i32);
     let mut b = gpu.stream.launch_builder(&quant);
     b.input(x).arg(&mut q).arg(&mut scales).arg(&mm).arg(&kk);

@@ -151,6 +151,15 @@ impl Device {
         }
     }
 
+    /// `n` values for a kernel that writes every one (the contract's gate 1 proves it): not cleared first on the GPU.
+    pub(crate) fn alloc<T: Elem>(&self, n: usize) -> Act<T> {
+        match self.cuda() {
+            None => Act::Host(vec![T::default(); n]),
+            // SAFETY: the buffer's contents are only read after the kernel it is handed to has written all of them.
+            Some(c) => Act::Dev(cuda_ok("allocating", unsafe { c.gpu.stream.alloc(n.max(1)) }), n),
+        }
+    }
+
     /// Host values placed on this device (uploaded once under CUDA).
     pub(crate) fn put<T: Elem>(&self, v: Vec<T>) -> Act<T> {
         match self.cuda() {

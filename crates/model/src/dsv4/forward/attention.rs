@@ -22,14 +22,14 @@ pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Ac
     let freqs = m.rope_for(ratio);
 
     let qa = linear::fp8(pass, x, &w.wq_a); // [rows, q_lora]
-    let mut qr = dev.zeros(qa.len());
+    let mut qr = dev.alloc(qa.len());
     ops::rms_norm(dev, &qa, &w.q_norm, pass.eps(), &mut qr);
     let mut q = linear::fp8(pass, &qr, &w.wq_b); // [rows, H * hd]
     ops::head_rms_norm(dev, &mut q, hd, pass.eps());
     ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
 
     let kv_raw = linear::fp8(pass, x, &w.wkv); // [rows, hd]
-    let mut kv = dev.zeros(kv_raw.len());
+    let mut kv = dev.alloc(kv_raw.len());
     ops::rms_norm(dev, &kv_raw, &w.kv_norm, pass.eps(), &mut kv);
     ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
     if m.semantics.kv_fp8_round_trip {
@@ -69,7 +69,7 @@ pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Ac
             dev.put(ranks.attend(pass, layer_idx, ratio, &q, &lists, &table, shape))
         }
         None => {
-            let mut o = dev.zeros(rows * h * hd);
+            let mut o = dev.alloc(rows * h * hd);
             ops::sparse_attn(dev, &q, &lists, &table, &w.attn_sink, shape, &mut o);
             ops::rope(dev, &mut o, &pass.pos, hd, freqs, true);
             o
@@ -120,7 +120,7 @@ fn indexer_scores(
             key_range[2 * r + 1] = visible[r];
         }
     }
-    let mut scores = dev.zeros(rows * cols);
+    let mut scores = dev.alloc(rows * cols);
     let shape = IndexShape {
         num_heads: ih,
         head_dim: ihd,

@@ -17,9 +17,9 @@ fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping) {
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
     let dev = &pass.device;
     let width = (2 + n) * n;
-    let mut mix = dev.zeros(rows * width);
+    let mut mix = dev.alloc(rows * width);
     ops::hc_mix(dev, x, &hc.fn_, n * d, pass.eps(), &mut mix);
-    let (mut pre, mut post, mut comb) = (dev.zeros(rows * n), dev.zeros(rows * n), dev.zeros(rows * n * n));
+    let (mut pre, mut post, mut comb) = (dev.alloc(rows * n), dev.alloc(rows * n), dev.alloc(rows * n * n));
     let split = ops::Split {
         pre: &mut pre,
         post: &mut post,
@@ -27,16 +27,16 @@ fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping) {
     };
     let (iters, hc_eps) = (c.hc_sinkhorn_iters, c.hc_eps as f32);
     ops::hc_split_sinkhorn(dev, &mix, &hc.scale, &hc.base, n, iters, hc_eps, split);
-    let mut y = dev.zeros(rows * d);
+    let mut y = dev.alloc(rows * d);
     ops::hc_pre(dev, x, &pre, n, d, &mut y);
-    let mut yn = dev.zeros(rows * d);
+    let mut yn = dev.alloc(rows * d);
     ops::rms_norm(dev, &y, norm, pass.eps(), &mut yn);
     (yn, Mapping { post, comb })
 }
 
 fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act) -> Act {
     let c = &pass.model.config;
-    let mut out = pass.device.zeros(x.len());
+    let mut out = pass.device.alloc(x.len());
     let (hc, d) = (c.hc_mult, c.hidden_size);
     ops::hc_post(&pass.device, f_out, x, &m.post, &m.comb, hc, d, &mut out);
     out

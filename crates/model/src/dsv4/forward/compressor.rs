@@ -51,9 +51,9 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
     let fresh = (!positions.is_empty()).then(|| {
         let num_new = positions.len();
         let (table_kv, table_gate) = (table_kv.finish(pass, Some(&kv)), table_gate.finish(pass, Some(&gate)));
-        let mut pooled = dev.zeros(num_new * hd);
+        let mut pooled = dev.alloc(num_new * hd);
         ops::compress(dev, &table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled);
-        let mut entries = dev.zeros(num_new * hd);
+        let mut entries = dev.alloc(num_new * hd);
         ops::rms_norm(dev, &pooled, &w.norm, pass.eps(), &mut entries);
         let rope_dim = pass.model.config.qk_rope_head_dim;
         let freqs = pass.model.rope_for(ratio);

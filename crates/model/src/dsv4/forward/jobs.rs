@@ -177,7 +177,7 @@ pub(crate) fn run(model: &Dsv4Model, device: &Device, comm: &dyn Collective, job
                 num_heads: heads,
                 ..a.shape
             };
-            let mut o = device.zeros(rows * width);
+            let mut o = device.alloc(rows * width);
             let (q, table, lists) = (device.put(q), device.put_slice(&a.table), device.put_slice(&a.lists));
             ops::sparse_attn(device, &q, &lists, &table, sink, shape, &mut o);
             let positions = device.put_slice(&a.positions);

@@ -8,7 +8,7 @@ use super::ops;
 use crate::dsv4::weights::{Bf16, Fp8, Mxfp4};
 
 fn output(pass: &Pass<'_>, x: &Act, in_dim: usize, out_dim: usize) -> Act {
-    pass.device.zeros(x.len() / in_dim * out_dim)
+    pass.device.alloc(x.len() / in_dim * out_dim)
 }
 
 /// FP8 e4m3 weight with 128x128 e8m0 block scales: activations act_quant'ed (official) or exact (transformers).

@@ -230,7 +230,7 @@ impl Dsv4Model {
         pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let dev = &pass.device;
-        let mut emb = dev.zeros(rows * d);
+        let mut emb = dev.alloc(rows * d);
         ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
         let mut x = dev.zeros(rows * hc * d); // [rows, hc, D]: each row's embedding in every stream
         let streams: Vec<usize> = (0..rows * hc).collect();
@@ -280,7 +280,7 @@ impl Dsv4Model {
     pub(crate) fn head(&self, pass: &Pass<'_>, x: &Act, hc: &super::weights::Hc, norm: &[f32]) -> Act {
         let c = &self.config;
         let (rows, d) = (pass.rows(), c.hidden_size);
-        let mut y = pass.device.zeros(rows * d);
+        let mut y = pass.device.alloc(rows * d);
         let (eps, hc_eps) = (pass.eps(), c.hc_eps as f32);
         ops::hc_head(
             &pass.device,
@@ -294,7 +294,7 @@ impl Dsv4Model {
             hc_eps,
             &mut y,
         );
-        let mut yn = pass.device.zeros(rows * d);
+        let mut yn = pass.device.alloc(rows * d);
         ops::rms_norm(&pass.device, &y, norm, eps, &mut yn);
         linear::bf16(pass, &yn, &self.weights.head)
     }

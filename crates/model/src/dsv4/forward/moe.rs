@@ -12,7 +12,7 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     let limit = c.swiglu_limit as f32;
     let scale = c.routed_scaling_factor as f32;
     let logits = linear::bf16(pass, x, &w.gate);
-    let (mut idx, mut weights) = (dev.zeros::<i32>(rows * k), dev.zeros(rows * k));
+    let (mut idx, mut weights) = (dev.alloc::<i32>(rows * k), dev.alloc(rows * k));
     let out = ops::Routed {
         idx: &mut idx,
         weights: &mut weights,
@@ -30,13 +30,13 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
         Some(sh) => {
             let g = linear::fp8(pass, x, &sh.w1);
             let u = linear::fp8(pass, x, &sh.w3);
-            let mut h = dev.zeros(g.len());
+            let mut h = dev.alloc(g.len());
             ops::swiglu(dev, &g, &u, &dev.put(vec![1.0; rows]), limit, &mut h);
             linear::fp8(pass, &h, &sh.w2)
         }
         None => dev.zeros(rows * d),
     };
-    let mut out = dev.zeros(rows * d);
+    let mut out = dev.alloc(rows * d);
     ops::moe_join(dev, &routed, &shared, k, d, &mut out);
     out
 }
@@ -87,7 +87,7 @@ pub(crate) fn expert_rows(
     let route = dev.put(slots.iter().map(|&s| weights[s]).collect());
     let g = linear::mxfp4(pass, &xe, &expert.w1);
     let u = linear::mxfp4(pass, &xe, &expert.w3);
-    let mut h = dev.zeros(g.len());
+    let mut h = dev.alloc(g.len());
     ops::swiglu(dev, &g, &u, &route, c.swiglu_limit as f32, &mut h);
     Some(linear::mxfp4(pass, &h, &expert.w2))
 }

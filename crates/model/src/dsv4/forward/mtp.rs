@@ -51,11 +51,11 @@ impl Dsv4Model {
         }
         let eps = pass.eps();
         let dev = &pass.device;
-        let mut emb = dev.zeros(rows * d);
+        let mut emb = dev.alloc(rows * d);
         ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
-        let mut e = dev.zeros(rows * d);
+        let mut e = dev.alloc(rows * d);
         ops::rms_norm(dev, &emb, &w.enorm, eps, &mut e);
-        let mut h = dev.zeros(streams.len());
+        let mut h = dev.alloc(streams.len());
         ops::rms_norm(dev, &dev.put_slice(streams), &w.hnorm, eps, &mut h);
         let pe = linear::fp8(&pass, &e, &w.e_proj).into_vec(dev); // [rows, D]
         let ph = linear::fp8(&pass, &h, &w.h_proj).into_vec(dev); // [rows * hc, D]

@@ -92,7 +92,7 @@ pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, idx: &Act<i32>, weights:
     let k = c.num_experts_per_tok;
     let mut gu = slots(pass, w, &[Matrix::W1, Matrix::W3], x, idx, k, &first.w1);
     let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
-    let mut h = pass.device.zeros(g.len());
+    let mut h = pass.device.alloc(g.len());
     ops::swiglu(&pass.device, &g, &u, weights, c.swiglu_limit as f32, &mut h);
     slots(pass, w, &[Matrix::W2], &h, idx, 1, &first.w2)
         .pop()
