@@ -254,20 +254,50 @@ __device__ __forceinline__ uint4 tf_ldg_part(const u8* src, int bytes, bool vec)
     return make_uint4((u32)lo, (u32)(lo >> 32), (u32)hi, (u32)(hi >> 32));
 }
 
-// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then all threads add them in K order.
+// tf_mma_f16 with rows 8 to 15 of A zero: d[0], d[1] (rows 0 to 7) chained as there, the upper rows' sums dropped.
+__device__ __forceinline__ void tf_mma_f16_lo(float* d, const u32* a, const u32* b) {
+    float x0, x1;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%10,%10};"
+                 : "+f"(d[0]), "+f"(d[1]), "=f"(x0), "=f"(x1)
+                 : "r"(a[0]), "r"(0u), "r"(a[2]), "r"(0u), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// Bytes 0, 1 and 2, 3 of x (e4m3 codes, never NaN) as exact f16x2 words, the values tf_e4m3x2_to_f16x2 gives; one conversion each on sm_89 and later.
+__device__ __forceinline__ void tf_rows_e4m3x4(u32 x, u32* b) {
+#if __CUDA_ARCH__ >= 890
+    asm("{.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\tcvt.rn.f16x2.e4m3x2 %1, hi;\n\t}"
+        : "=r"(b[0]), "=r"(b[1])
+        : "r"(x));
+#else
+    b[0] = tf_e4m3x2_to_f16x2(x, 0x1404u), b[1] = tf_e4m3x2_to_f16x2(x, 0x3424u);
+#endif
+}
+
+// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order.
 template <int FMT>
-__device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+struct TfRowsSmem {
+    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64;
+    float pbuf[8][P][ROWS_MAX * ROWS_BN];
+    __align__(16) u8 wst[8][ROWS_BN * WROW];
+    float sws[8 * P][ROWS_BN];
+    float sas[ROWS_MAX][8];
+    int last;
+};
+
+template <int FMT, bool HI>
+__device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k, float* pscr,
+                                            u32* tickets, int splits) {
     // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
     constexpr int P = FMT == MMA_FP8 ? 1 : 4;
     // Bytes a weight row holds of a chunk, 16-byte pieces a lane loads of it, rounds loaded ahead.
     constexpr int WROW = FMT == MMA_FP8 ? 128 : 64;
     constexpr int NP = ROWS_BN * WROW / 16 / 32;
     constexpr int D = FMT == MMA_FP8 ? 1 : 2;
-    __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
-    __shared__ __align__(16) u8 wst[8][ROWS_BN * WROW];
-    __shared__ float sws[8 * P][ROWS_BN];
-    __shared__ float sas[ROWS_MAX][8];
+    auto& pbuf = sm.pbuf;
+    auto& wst = sm.wst;
+    auto& sws = sm.sws;
+    auto& sas = sm.sas;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles = (n + ROWS_BN - 1) / ROWS_BN;
     int nblk = (k + 127) / 128;
@@ -293,16 +323,26 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
     auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
     auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
     u8* ws = wst[warp];
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int n0 = tile * ROWS_BN;
+    // Split s of a tile runs rounds r0 .. r1; with splits, each stores its raw partials and the tile's last split to finish chains them all.
+    int per = (rounds + splits - 1) / splits;
+    for (int item = blockIdx.x; item < tiles * splits; item += gridDim.x) {
+        int tile = item / splits, n0 = tile * ROWS_BN;
+        int r0 = min(rounds, item % splits * per), r1 = min(rounds, r0 + per);
         float acc = 0.0f;
         // This warp's weight pieces of round rr (zeros outside the matrix or past the last round).
         auto fetch = [&](int rr, uint4* wp) {
             int c = 8 * (rev ? rounds - 1 - rr : rr) + warp;
+            // A whole chunk of 16 columns inside the matrix: plain loads, no per-piece tests.
+            bool whole = FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages;
+            if (rr < r1 && whole && n0 + ROWS_BN <= n && vec) {
+#pragma unroll
+                for (int p = 0; p < NP; ++p) wp[p] = tf_ldg16(w + (n0 + pr(p)) * wstride + c * WROW + 16 * pk(p));
+                return;
+            }
 #pragma unroll
             for (int p = 0; p < NP; ++p) {
                 int gn = n0 + pr(p), v = pk(p), bytes = 0;
-                if (rr < rounds && gn < n) {
+                if (rr < r1 && gn < n) {
                     if constexpr (FMT == MMA_FP8)
                         bytes = c * 128 + 16 * v < stages * MMA_BK ? max(0, min(16, kend - c * 128 - 16 * v)) : 0;
                     else
@@ -340,9 +380,9 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
             // A chunk wholly inside K: the same words with only the row tests, hoisted out of the loads.
-            if (rr < rounds && c < chunks && c * 128 + 128 <= kend) {
+            if (rr < r1 && c < chunks && c * 128 + 128 <= kend) {
                 const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
-                bool lo = g < m, hi = g + 8 < m;
+                bool lo = g < m, hi = HI && g + 8 < m;
 #pragma unroll
                 for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -354,13 +394,15 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 int k0 = c * 128 + 16 * j;
-                bool live = rr < rounds && c < chunks && k0 < stages * MMA_BK;
+                bool live = rr < r1 && c < chunks && k0 < stages * MMA_BK;
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
                     const u16* src = q + (size_t)row * q_stride + kk;
                     u32 v = 0;
-                    if (live && row < m && kk + 1 < kend)
+                    if (!HI && e % 2)
+                        v = 0;
+                    else if (live && row < m && kk + 1 < kend)
                         v = *(const u32*)src;
                     else if (live && row < m && kk < kend)
                         v = src[0];
@@ -373,17 +415,17 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                 int i = (tid + 256 * e) % (8 * P), t = 8 * r * P + i;
                 int gn = min(n0 + (tid + 256 * e) / (8 * P), n - 1);
                 sw_ld[e] = 0.0f;
-                if (rr < rounds && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
+                if (rr < r1 && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
                     sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
                                               : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
             }
             sa_ld = 0.0f;
-            if (rr < rounds && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
+            if (rr < r1 && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
                 sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
         };
         // One round: stage its weights, fetch round rr + D into the same registers, MMA the chunk, load round rr + 1's activations, then the K-ordered adds.
         auto round = [&](int rr, uint4* wp) {
-            if (rr >= rounds) return;
+            if (rr >= r1) return;
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
             stage(wp);
@@ -414,13 +456,15 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                     for (int ni = 0; ni < 2; ++ni) {
                         u32 b[2];
                         if constexpr (FMT == MMA_FP8) {
-                            u32 x = bw[j / 2][ni + 2 * (j % 2)];
-                            b[0] = tf_e4m3x2_to_f16x2(x, 0x1404u), b[1] = tf_e4m3x2_to_f16x2(x, 0x3424u);
+                            tf_rows_e4m3x4(bw[j / 2][ni + 2 * (j % 2)], b);
                         } else {
                             u32 x = bw[j / 4][ni + 2 * ((j / 2) % 2)] >> (16 * (j % 2));
                             b[0] = tf_e2m1x2_to_f16x2(x & 0xffu, swap), b[1] = tf_e2m1x2_to_f16x2((x >> 8) & 0xffu, swap);
                         }
-                        tf_mma_f16(part[j / PD][ni], af[j], b);
+                        if constexpr (HI)
+                            tf_mma_f16(part[j / PD][ni], af[j], b);
+                        else
+                            tf_mma_f16_lo(part[j / PD][ni], af[j], b);
                     }
                 }
 #pragma unroll
@@ -428,17 +472,18 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
+                        for (int e = 0; e < (HI ? 4 : 2); ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
             }
 #pragma unroll
             for (int e = 0; e < NS; ++e)
                 if (tid + 256 * e < 8 * P * ROWS_BN) sws[(tid + 256 * e) % (8 * P)][(tid + 256 * e) / (8 * P)] = sw_ld[e];
             if (tid < ROWS_MAX * 8) sas[tid / 8][tid % 8] = sa_ld;
             load_a(rr + 1);
-#ifndef TF_FAULT_race_no_sync
+#if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
             __syncthreads();
 #endif
-            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds.
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
+            if (2 * warp < m)
 #pragma unroll
             for (int i0 = 0; i0 < 8 * P; i0 += 8) {
                 float pv[8], sv[8];
@@ -453,23 +498,63 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                 }
 #pragma unroll
                 for (int u = 0; u < 8; ++u) {
-                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
-                    if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u, t = 8 * r * P + i;
+                    if (t < parts && splits == 1)
+                        acc = fmaf(pv[u], sv[u], acc);
+                    else if (t < parts && orow < m && n0 + ocol < n)
+                        pscr[((size_t)t * m + orow) * n + n0 + ocol] = pv[u];
                 }
             }
             __syncthreads();
         };
         uint4 wb[D][NP];
 #pragma unroll
-        for (int d = 0; d < D; ++d) fetch(d, wb[d]);
-        load_a(0);
-        for (int rb = 0; rb < rounds; rb += D)
+        for (int d = 0; d < D; ++d) fetch(r0 + d, wb[d]);
+        load_a(r0);
+        for (int rb = r0; rb < r1; rb += D)
 #pragma unroll
             for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
+        if (splits > 1) {
+            // The partials out before the ticket; the last split reads them all through L2.
+            __threadfence();
+            __syncthreads();
+            if (tid == 0) {
+                sm.last = atomicAdd(&tickets[tile], 1u) == (u32)splits - 1;
+                if (sm.last) tickets[tile] = 0;
+            }
+            __syncthreads();
+            if (!sm.last) continue;
+            __threadfence();
+            if (orow < m && n0 + ocol < n) {
+                int gn = n0 + ocol;
+                for (int j = 0; j < parts; ++j) {
+                    int t = rev ? parts - 1 - j : j;
+                    float sa = q_scale[(size_t)orow * qs_stride + t / P];
+#ifdef TF_FAULT_lost_act_scale
+                    sa = 1.0f;
+#endif
+                    float sw = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+                    acc = fmaf(__ldcg(&pscr[((size_t)t * m + orow) * n + gn]), sa * sw, acc);
+                }
+            }
+        }
         bool skip = orow >= m || n0 + ocol >= n;
 #ifdef TF_FAULT_skip_last_column
         skip = skip || n0 + ocol == n - 1;
 #endif
         if (!skip) y[(size_t)orow * y_stride + n0 + ocol] = acc;
     }
+}
+
+// tf_mma_rows for m rows (1 to 16): the code for rows 8 to 15 only where m needs it, one shared layout for both; K split `splits` ways (pscr: partials [parts, m, n], tickets: one a tile, zero).
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k, float* pscr = nullptr,
+                                              u32* tickets = nullptr, int splits = 1) {
+    __shared__ TfRowsSmem<FMT> sm;
+    if (m > 8)
+        tf_mma_rows<FMT, true>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k, pscr, tickets, splits);
+    else
+        tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k, pscr, tickets, splits);
 }
