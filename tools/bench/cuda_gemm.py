@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). TF_NO_SPLIT=1 runs fp8_gemm_rows unsplit. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows: mxfp4_gemm_slots over 6 routed experts, one row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -12,6 +12,7 @@ that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` an
 import ctypes
 import hashlib
 import json
+import os
 import sys
 
 import torch
@@ -135,7 +136,7 @@ def main():
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
                 # The rows entry's K splits, partials and tickets (a cubin without them ignores the extra arguments).
-                splits = rows_splits(n, k) if suffix else 1
+                splits = rows_splits(n, k) if suffix and not os.environ.get("TF_NO_SPLIT") else 1
                 pscr = torch.empty(((k + 127) // 128) * m * n if splits > 1 else 1, device="cuda")
                 tickets = torch.zeros((n + 15) // 16, dtype=torch.int32, device="cuda")
                 grid = min(tiles * splits, 65535)

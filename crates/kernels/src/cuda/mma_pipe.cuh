@@ -525,18 +525,30 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
             __syncthreads();
             if (!sm.last) continue;
             __threadfence();
-            if (orow < m && n0 + ocol < n) {
-                int gn = n0 + ocol;
-                for (int j = 0; j < parts; ++j) {
+            // Batches of whole parts: every thread loads partials and their scales into shared memory (pbuf, wst), then each output chains them in K order.
+            float* pv = &pbuf[0][0][0];
+            float* sv = (float*)&wst[0][0];
+            int cap = min((int)sizeof(pbuf), (int)sizeof(wst)) / 4, per_part = m * ROWS_BN, batch = cap / per_part;
+            for (int b0 = 0; b0 < parts; b0 += batch) {
+                int nb = min(batch, parts - b0);
+                for (int e = tid; e < nb * per_part; e += blockDim.x) {
+                    int j = b0 + e / per_part, row = e % per_part / ROWS_BN, gn = n0 + e % ROWS_BN;
                     int t = rev ? parts - 1 - j : j;
-                    float sa = q_scale[(size_t)orow * qs_stride + t / P];
+                    float sa = q_scale[(size_t)row * qs_stride + t / P];
 #ifdef TF_FAULT_lost_act_scale
                     sa = 1.0f;
 #endif
-                    float sw = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
-                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
-                    acc = fmaf(__ldcg(&pscr[((size_t)t * m + orow) * n + gn]), sa * sw, acc);
+                    bool in = gn < n;
+                    float sw = !in ? 0.0f
+                               : FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
+                                                : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+                    pv[e] = in ? __ldcg(&pscr[((size_t)t * m + row) * n + gn]) : 0.0f;
+                    sv[e] = sa * sw;
                 }
+                __syncthreads();
+                if (orow < m)
+                    for (int j = 0; j < nb; ++j) acc = fmaf(pv[j * per_part + tid], sv[j * per_part + tid], acc);
+                __syncthreads();
             }
         }
         bool skip = orow >= m || n0 + ocol >= n;
