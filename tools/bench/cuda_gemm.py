@@ -3,8 +3,8 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). TF_NO_SPLIT=1 runs fp8_gemm_rows unsplit. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
-of K rounded up to 8; `slots` rows: mxfp4_gemm_slots over 6 routed experts, one row each, two matrices in one launch for w1/w3;
+(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
@@ -12,7 +12,6 @@ that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` an
 import ctypes
 import hashlib
 import json
-import os
 import sys
 
 import torch
@@ -73,13 +72,6 @@ def e4m3_codes(n):
     return torch.where((c & 0x7F) == 0x7F, c & 0xF8, c)
 
 
-def rows_splits(n, k):
-    """fp8_gemm_rows' K splits, as fp8_gemm/cuda.rs picks them."""
-    tiles, rounds = -(-n // 16), max(1, -(-(-(-k // 128)) // 8))
-    want = min(max(264 // tiles, 1), rounds)
-    return -(-rounds // -(-rounds // want))
-
-
 def copies(w):
     """The weights and enough clones of them that cycling through all of them reads past a 50 MB L2."""
     size = w.numel() * w.element_size()
@@ -119,7 +111,7 @@ def main():
     rows = []
     for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
         for m in ms_list:
-            if (kind == "bf16" and m > 512) or (kind in ("slots", "dequant") and m > 16):
+            if (kind == "bf16" and m > 512) or (kind == "dequant" and m > 16) or (kind == "slots" and m > 1):
                 continue
             x = torch.randn(m, k, device="cuda") * 2
             y = torch.empty(m, n, device="cuda")
@@ -135,12 +127,7 @@ def main():
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                # The rows entry's K splits, partials and tickets (a cubin without them ignores the extra arguments).
-                splits = rows_splits(n, k) if suffix and not os.environ.get("TF_NO_SPLIT") else 1
-                pscr = torch.empty(((k + 127) // 128) * m * n if splits > 1 else 1, device="cuda")
-                tickets = torch.zeros((n + 15) // 16, dtype=torch.int32, device="cuda")
-                grid = min(tiles * splits, 65535)
-                run = lambda w=w, grid=grid: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k, pscr, tickets, splits])
+                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -175,7 +162,6 @@ def main():
                     tables.append(t.cuda())
                 idx = torch.tensor([40 * e + 3 for e in range(slots)], dtype=torch.int32, device="cuda")
                 ys = [torch.empty(slots, n, device="cuda") for _ in range(z)]
-                y = torch.cat(ys) if z > 1 else ys[0]
                 w = torch.cat([torch.cat(mm) for mm in mats])
                 ws = [w]
 

@@ -273,7 +273,7 @@ __device__ __forceinline__ void tf_rows_e4m3x4(u32 x, u32* b) {
 #endif
 }
 
-// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order.
+// tf_mma_rows' shared memory, one layout for both of its row counts.
 template <int FMT>
 struct TfRowsSmem {
     static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64;
@@ -281,13 +281,12 @@ struct TfRowsSmem {
     __align__(16) u8 wst[8][ROWS_BN * WROW];
     float sws[8 * P][ROWS_BN];
     float sas[ROWS_MAX][8];
-    int last;
 };
 
+// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order.
 template <int FMT, bool HI>
 __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k, float* pscr,
-                                            u32* tickets, int splits) {
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
     constexpr int P = FMT == MMA_FP8 ? 1 : 4;
     // Bytes a weight row holds of a chunk, 16-byte pieces a lane loads of it, rounds loaded ahead.
@@ -323,18 +322,15 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
     auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
     u8* ws = wst[warp];
-    // Split s of a tile runs rounds r0 .. r1; with splits, each stores its raw partials and the tile's last split to finish chains them all.
-    int per = (rounds + splits - 1) / splits;
-    for (int item = blockIdx.x; item < tiles * splits; item += gridDim.x) {
-        int tile = item / splits, n0 = tile * ROWS_BN;
-        int r0 = min(rounds, item % splits * per), r1 = min(rounds, r0 + per);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int n0 = tile * ROWS_BN;
         float acc = 0.0f;
         // This warp's weight pieces of round rr (zeros outside the matrix or past the last round).
         auto fetch = [&](int rr, uint4* wp) {
             int c = 8 * (rev ? rounds - 1 - rr : rr) + warp;
             // A whole chunk of 16 columns inside the matrix: plain loads, no per-piece tests.
             bool whole = FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages;
-            if (rr < r1 && whole && n0 + ROWS_BN <= n && vec) {
+            if (rr < rounds && whole && n0 + ROWS_BN <= n && vec) {
 #pragma unroll
                 for (int p = 0; p < NP; ++p) wp[p] = tf_ldg16(w + (n0 + pr(p)) * wstride + c * WROW + 16 * pk(p));
                 return;
@@ -342,7 +338,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #pragma unroll
             for (int p = 0; p < NP; ++p) {
                 int gn = n0 + pr(p), v = pk(p), bytes = 0;
-                if (rr < r1 && gn < n) {
+                if (rr < rounds && gn < n) {
                     if constexpr (FMT == MMA_FP8)
                         bytes = c * 128 + 16 * v < stages * MMA_BK ? max(0, min(16, kend - c * 128 - 16 * v)) : 0;
                     else
@@ -380,7 +376,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
             // A chunk wholly inside K: the same words with only the row tests, hoisted out of the loads.
-            if (rr < r1 && c < chunks && c * 128 + 128 <= kend) {
+            if (rr < rounds && c < chunks && c * 128 + 128 <= kend) {
                 const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
                 bool lo = g < m, hi = HI && g + 8 < m;
 #pragma unroll
@@ -394,7 +390,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 int k0 = c * 128 + 16 * j;
-                bool live = rr < r1 && c < chunks && k0 < stages * MMA_BK;
+                bool live = rr < rounds && c < chunks && k0 < stages * MMA_BK;
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
@@ -415,17 +411,17 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
                 int i = (tid + 256 * e) % (8 * P), t = 8 * r * P + i;
                 int gn = min(n0 + (tid + 256 * e) / (8 * P), n - 1);
                 sw_ld[e] = 0.0f;
-                if (rr < r1 && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
+                if (rr < rounds && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
                     sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
                                               : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
             }
             sa_ld = 0.0f;
-            if (rr < r1 && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
+            if (rr < rounds && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
                 sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
         };
         // One round: stage its weights, fetch round rr + D into the same registers, MMA the chunk, load round rr + 1's activations, then the K-ordered adds.
         auto round = [&](int rr, uint4* wp) {
-            if (rr >= r1) return;
+            if (rr >= rounds) return;
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
             stage(wp);
@@ -498,59 +494,19 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
                 }
 #pragma unroll
                 for (int u = 0; u < 8; ++u) {
-                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u, t = 8 * r * P + i;
-                    if (t < parts && splits == 1)
-                        acc = fmaf(pv[u], sv[u], acc);
-                    else if (t < parts && orow < m && n0 + ocol < n)
-                        pscr[((size_t)t * m + orow) * n + n0 + ocol] = pv[u];
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
                 }
             }
             __syncthreads();
         };
         uint4 wb[D][NP];
 #pragma unroll
-        for (int d = 0; d < D; ++d) fetch(r0 + d, wb[d]);
-        load_a(r0);
-        for (int rb = r0; rb < r1; rb += D)
+        for (int d = 0; d < D; ++d) fetch(d, wb[d]);
+        load_a(0);
+        for (int rb = 0; rb < rounds; rb += D)
 #pragma unroll
             for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
-        if (splits > 1) {
-            // The partials out before the ticket; the last split reads them all through L2.
-            __threadfence();
-            __syncthreads();
-            if (tid == 0) {
-                sm.last = atomicAdd(&tickets[tile], 1u) == (u32)splits - 1;
-                if (sm.last) tickets[tile] = 0;
-            }
-            __syncthreads();
-            if (!sm.last) continue;
-            __threadfence();
-            // Batches of whole parts: every thread loads partials and their scales into shared memory (pbuf, wst), then each output chains them in K order.
-            float* pv = &pbuf[0][0][0];
-            float* sv = (float*)&wst[0][0];
-            int cap = min((int)sizeof(pbuf), (int)sizeof(wst)) / 4, per_part = m * ROWS_BN, batch = cap / per_part;
-            for (int b0 = 0; b0 < parts; b0 += batch) {
-                int nb = min(batch, parts - b0);
-                for (int e = tid; e < nb * per_part; e += blockDim.x) {
-                    int j = b0 + e / per_part, row = e % per_part / ROWS_BN, gn = n0 + e % ROWS_BN;
-                    int t = rev ? parts - 1 - j : j;
-                    float sa = q_scale[(size_t)row * qs_stride + t / P];
-#ifdef TF_FAULT_lost_act_scale
-                    sa = 1.0f;
-#endif
-                    bool in = gn < n;
-                    float sw = !in ? 0.0f
-                               : FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
-                                                : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
-                    pv[e] = in ? __ldcg(&pscr[((size_t)t * m + row) * n + gn]) : 0.0f;
-                    sv[e] = sa * sw;
-                }
-                __syncthreads();
-                if (orow < m)
-                    for (int j = 0; j < nb; ++j) acc = fmaf(pv[j * per_part + tid], sv[j * per_part + tid], acc);
-                __syncthreads();
-            }
-        }
         bool skip = orow >= m || n0 + ocol >= n;
 #ifdef TF_FAULT_skip_last_column
         skip = skip || n0 + ocol == n - 1;
@@ -559,14 +515,13 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     }
 }
 
-// tf_mma_rows for m rows (1 to 16): the code for rows 8 to 15 only where m needs it, one shared layout for both; K split `splits` ways (pscr: partials [parts, m, n], tickets: one a tile, zero).
+// tf_mma_rows for m rows (1 to 16): the code for rows 8 to 15 only where m needs it, one shared layout for both.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k, float* pscr = nullptr,
-                                              u32* tickets = nullptr, int splits = 1) {
+                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     __shared__ TfRowsSmem<FMT> sm;
     if (m > 8)
-        tf_mma_rows<FMT, true>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k, pscr, tickets, splits);
+        tf_mma_rows<FMT, true>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else
-        tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k, pscr, tickets, splits);
+        tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

@@ -11,17 +11,6 @@ pub const MAX_K: usize = 8192;
 /// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
 pub const DECODE_ROWS: usize = 16;
 
-/// Blocks the decode entry aims to fill: two a multiprocessor of a 132-SM H200.
-const ROWS_BLOCKS: usize = 264;
-
-/// K splits for the decode entry over `n` columns of `k`: whole 8-chunk rounds, enough blocks to fill the device, 1 when the tiles do.
-pub fn rows_splits(n: usize, k: usize) -> usize {
-    let (tiles, rounds) = (n.div_ceil(16), k.div_ceil(128).div_ceil(8));
-    let want = (ROWS_BLOCKS / tiles).clamp(1, rounds.max(1));
-    // The same rounds a split with fewer splits where that is all it takes.
-    rounds.max(1).div_ceil(rounds.max(1).div_ceil(want))
-}
-
 /// Blocks for the quantiser over `rows` rows of `k`: one warp per (row, 128-block).
 pub fn quant_blocks(launch: &CudaLaunch, rows: usize, k: usize) -> usize {
     (rows * k.div_ceil(128)).div_ceil((launch.block as usize / 32).max(1))
@@ -88,13 +77,9 @@ pub fn fp8_gemm_cuda<'a>(
     }
     {
         let mut yv = y.view();
-        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks), K split where the tiles are few.
-        let splits = if m <= DECODE_ROWS { rows_splits(n, k) } else { 1 };
-        let mut pscr = gpu.zeros::<f32>(if splits > 1 { k.div_ceil(128) * m * n } else { 1 })?;
-        let mut tickets = gpu.zeros::<u32>(n.div_ceil(16))?;
-        let ss = splits as i32;
+        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
         let (f, entry, tiles) = if m <= DECODE_ROWS {
-            (&rows, "fp8_gemm_rows", n.div_ceil(16) * splits)
+            (&rows, "fp8_gemm_rows", n.div_ceil(16))
         } else {
             (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
@@ -107,10 +92,7 @@ pub fn fp8_gemm_cuda<'a>(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        if m <= DECODE_ROWS {
-            b.arg(&mut pscr).arg(&mut tickets).arg(&ss);
-        }
-        // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid; pscr holds ceil(k / 128) * m * n partials when split, tickets ceil(n / 16) zeros.
+        // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
         cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
