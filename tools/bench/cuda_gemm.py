@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Times TensorFold's tensor-core GEMM kernels (compiled cubins) against PyTorch matmuls of the same shapes on one GPU.
 
-Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin and bf16_gemm.cubin for this GPU's arch
+Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
+bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
 (`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
-of K rounded up to 8), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
+of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
+`dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
 """
 
@@ -85,14 +87,21 @@ def main():
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
     fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"])
-    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows"])
+    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"])
+    dq = load(f"{cubins}/dequant_gemm.cubin", ["dequant_gemm_rows"])
     bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm"])
     shapes = [
         ("fp8 wq_a", "fp8", 1024, 4096),
+        ("fp8 wq_b", "fp8", 32768, 1024),
+        ("fp8 wkv", "fp8", 512, 4096),
         ("fp8 wo_b", "fp8", 4096, 8192),
         ("fp8 shared w1", "fp8", 2048, 4096),
+        ("fp8 shared w2", "fp8", 4096, 2048),
         ("mxfp4 expert w1", "fp4", 2048, 4096),
         ("mxfp4 expert w2", "fp4", 4096, 2048),
+        ("slots w1+w3", "slots", 2048, 4096),
+        ("slots w2", "slots", 4096, 2048),
+        ("dequant wo_a", "dequant", 8192, 4096),
         ("bf16 head", "bf16", 129280, 4096),
     ]
     big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -102,7 +111,7 @@ def main():
     rows = []
     for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
         for m in ms_list:
-            if kind == "bf16" and m > 512:
+            if (kind == "bf16" and m > 512) or (kind == "dequant" and m > 16) or (kind == "slots" and m > 1):
                 continue
             x = torch.randn(m, k, device="cuda") * 2
             y = torch.empty(m, n, device="cuda")
@@ -135,6 +144,48 @@ def main():
                 nib = torch.stack([w & 15, w >> 4], 1).view(n, k).long()
                 wd = grid_v[nib].double() * torch.pow(2.0, s.double() - 127).view(n, k // 32).repeat_interleave(32, 1)
                 ref = (q.double() * qs.double().repeat_interleave(128, 1)[:, :k]) @ wd.T
+            elif kind == "slots":
+                # 6 routed experts of 256 (one quantised row each), w1/w3 as two tables in one launch, w2 alone.
+                z = 2 if "w3" in name else 1
+                slots, experts = 6, 256
+                xs = torch.randn(slots, k, device="cuda") * 2
+                q16 = torch.zeros(slots, kp, dtype=torch.int16, device="cuda")
+                qs = torch.empty(slots, (k + 127) // 128, device="cuda")
+                launch(fp4["mxfp4_gemm_quant"], slots, 256, [xs, q16, qs, slots, k])
+                mats = [[torch.randint(0, 256, (n * k // 2,), dtype=torch.uint8, device="cuda") for _ in range(slots)] for _ in range(z)]
+                scs = [[torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda") for _ in range(slots)] for _ in range(z)]
+                tables = []
+                for zz in range(z):
+                    t = torch.zeros(2 * experts, dtype=torch.int64)
+                    for e in range(slots):
+                        t[2 * (40 * e + 3)], t[2 * (40 * e + 3) + 1] = mats[zz][e].data_ptr(), scs[zz][e].data_ptr()
+                    tables.append(t.cuda())
+                idx = torch.tensor([40 * e + 3 for e in range(slots)], dtype=torch.int32, device="cuda")
+                ys = [torch.empty(slots, n, device="cuda") for _ in range(z)]
+                w = torch.cat([torch.cat(mm) for mm in mats])
+                ws = [w]
+
+                def run(w=None):
+                    f, args = fp4["mxfp4_gemm_slots"], [q16, qs, tables[0], tables[-1], idx, 1, ys[0], ys[-1], n, k, experts]
+                    vals = [ctypes.c_uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int32(a) for a in args]
+                    ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
+                    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+                    check(CU.cuLaunchKernel(f, (n + 15) // 16, slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+
+                run()
+                torch.cuda.synchronize()
+                y = torch.cat(ys)
+                ref = y.double()
+            elif kind == "dequant":
+                groups = 8
+                w = e4m3_codes(n * k)
+                s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
+                xg = torch.randn(m, groups * k, device="cuda")
+                ws = copies(w)
+                run = lambda w=w: launch(dq["dequant_gemm_rows"], (n + 7) // 8, 256, [xg, w, s, y, m, n // groups, k, groups, n, 0])
+                run()
+                wd = w.view(torch.float8_e4m3fn).float().view(groups, n // groups, k) * 2.0**-7
+                ref = torch.einsum("mgk,gnk->mgn", xg.double().view(m, groups, k), wd.double()).reshape(m, n)
             else:
                 w = (torch.randn(n, k, device="cuda") * 0.03).to(torch.bfloat16)
                 ws = copies(w)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compiles the control-free fp8_gemm, mxfp4_gemm and bf16_gemm cubins of a TensorFold tree with NVRTC, as compile.rs does.
+"""Compiles the control-free fp8_gemm, mxfp4_gemm, bf16_gemm, grouped_proj and dequant_gemm cubins of a TensorFold tree with NVRTC, as compile.rs does.
 
 Usage: nvrtc_cubins.py REPO ARCH OUTDIR [LIBNVRTC]; LIBNVRTC defaults to libnvrtc.so.13 on the loader path. Prints ptxas' report.
 The sources each kernel concatenates are read from its cuda.rs (the include_str! list), so the tree's own layout is used.
@@ -40,7 +40,7 @@ def compile_one(nv, src, name, arch):
 def main():
     repo, arch, out = sys.argv[1:4]
     nv = ctypes.CDLL(sys.argv[4] if len(sys.argv) > 4 else "libnvrtc.so.13")
-    for name in ["fp8_gemm", "mxfp4_gemm", "bf16_gemm", "grouped_proj"]:
+    for name in ["fp8_gemm", "mxfp4_gemm", "bf16_gemm", "grouped_proj", "dequant_gemm"]:
         cubin, log = compile_one(nv, f"{repo}/crates/kernels/src", name, arch)
         open(f"{out}/{name}.cubin", "wb").write(cubin)
         print(f"{name}: {len(cubin)} bytes")

@@ -355,9 +355,38 @@ __device__ __forceinline__ uint4 tf_ldg_part(const u8* src, int bytes, bool vec)
     return make_uint4((u32)lo, (u32)(lo >> 32), (u32)hi, (u32)(hi >> 32));
 }
 
-// Up to 16 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then all threads add them in K order.
+// tf_mma_f16 with rows 8 to 15 of A zero: d[0], d[1] (rows 0 to 7) chained as there, the upper rows' sums dropped.
+__device__ __forceinline__ void tf_mma_f16_lo(float* d, const u32* a, const u32* b) {
+    float x0, x1;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%10,%10};"
+                 : "+f"(d[0]), "+f"(d[1]), "=f"(x0), "=f"(x1)
+                 : "r"(a[0]), "r"(0u), "r"(a[2]), "r"(0u), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+// Bytes 0, 1 and 2, 3 of x (e4m3 codes, never NaN) as exact f16x2 words, the values tf_e4m3x2_to_f16x2 gives; one conversion each on sm_89 and later.
+__device__ __forceinline__ void tf_rows_e4m3x4(u32 x, u32* b) {
+#if __CUDA_ARCH__ >= 890
+    asm("{.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\tcvt.rn.f16x2.e4m3x2 %1, hi;\n\t}"
+        : "=r"(b[0]), "=r"(b[1])
+        : "r"(x));
+#else
+    b[0] = tf_e4m3x2_to_f16x2(x, 0x1404u), b[1] = tf_e4m3x2_to_f16x2(x, 0x3424u);
+#endif
+}
+
+// tf_mma_rows' shared memory, one layout for both of its row counts.
 template <int FMT>
-__device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+struct TfRowsSmem {
+    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64;
+    float pbuf[8][P][ROWS_MAX * ROWS_BN];
+    __align__(16) u8 wst[8][ROWS_BN * WROW];
+    float sws[8 * P][ROWS_BN];
+    float sas[ROWS_MAX][8];
+};
+
+// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order.
+template <int FMT, bool HI>
+__device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
     constexpr int P = FMT == MMA_FP8 ? 1 : 4;
@@ -365,10 +394,10 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
     constexpr int WROW = FMT == MMA_FP8 ? 128 : 64;
     constexpr int NP = ROWS_BN * WROW / 16 / 32;
     constexpr int D = FMT == MMA_FP8 ? 1 : 2;
-    __shared__ float pbuf[8][P][ROWS_MAX * ROWS_BN];
-    __shared__ __align__(16) u8 wst[8][ROWS_BN * WROW];
-    __shared__ float sws[8 * P][ROWS_BN];
-    __shared__ float sas[ROWS_MAX][8];
+    auto& pbuf = sm.pbuf;
+    auto& wst = sm.wst;
+    auto& sws = sm.sws;
+    auto& sas = sm.sas;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles = (n + ROWS_BN - 1) / ROWS_BN;
     int nblk = (k + 127) / 128;
@@ -400,6 +429,13 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
         // This warp's weight pieces of round rr (zeros outside the matrix or past the last round).
         auto fetch = [&](int rr, uint4* wp) {
             int c = 8 * (rev ? rounds - 1 - rr : rr) + warp;
+            // A whole chunk of 16 columns inside the matrix: plain loads, no per-piece tests.
+            bool whole = FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages;
+            if (rr < rounds && whole && n0 + ROWS_BN <= n && vec) {
+#pragma unroll
+                for (int p = 0; p < NP; ++p) wp[p] = tf_ldg16(w + (n0 + pr(p)) * wstride + c * WROW + 16 * pk(p));
+                return;
+            }
 #pragma unroll
             for (int p = 0; p < NP; ++p) {
                 int gn = n0 + pr(p), v = pk(p), bytes = 0;
@@ -443,7 +479,7 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
             // A chunk wholly inside K: the same words with only the row tests, hoisted out of the loads.
             if (rr < rounds && c < chunks && c * 128 + 128 <= kend) {
                 const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
-                bool lo = g < m, hi = g + 8 < m;
+                bool lo = g < m, hi = HI && g + 8 < m;
 #pragma unroll
                 for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -461,7 +497,9 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                     int row = g + 8 * (e % 2), kk = k0 + 2 * t4 + 8 * (e / 2);
                     const u16* src = q + (size_t)row * q_stride + kk;
                     u32 v = 0;
-                    if (live && row < m && kk + 1 < kend)
+                    if (!HI && e % 2)
+                        v = 0;
+                    else if (live && row < m && kk + 1 < kend)
                         v = *(const u32*)src;
                     else if (live && row < m && kk < kend)
                         v = src[0];
@@ -515,13 +553,15 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
                     for (int ni = 0; ni < 2; ++ni) {
                         u32 b[2];
                         if constexpr (FMT == MMA_FP8) {
-                            u32 x = bw[j / 2][ni + 2 * (j % 2)];
-                            b[0] = tf_e4m3x2_to_f16x2(x, 0x1404u), b[1] = tf_e4m3x2_to_f16x2(x, 0x3424u);
+                            tf_rows_e4m3x4(bw[j / 2][ni + 2 * (j % 2)], b);
                         } else {
                             u32 x = bw[j / 4][ni + 2 * ((j / 2) % 2)] >> (16 * (j % 2));
                             b[0] = tf_e2m1x2_to_f16x2(x & 0xffu, swap), b[1] = tf_e2m1x2_to_f16x2((x >> 8) & 0xffu, swap);
                         }
-                        tf_mma_f16(part[j / PD][ni], af[j], b);
+                        if constexpr (HI)
+                            tf_mma_f16(part[j / PD][ni], af[j], b);
+                        else
+                            tf_mma_f16_lo(part[j / PD][ni], af[j], b);
                     }
                 }
 #pragma unroll
@@ -529,17 +569,18 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
+                        for (int e = 0; e < (HI ? 4 : 2); ++e) pbuf[warp][p][(g + 8 * (e / 2)) * ROWS_BN + ni * 8 + 2 * t4 + e % 2] = part[p][ni][e];
             }
 #pragma unroll
             for (int e = 0; e < NS; ++e)
                 if (tid + 256 * e < 8 * P * ROWS_BN) sws[(tid + 256 * e) % (8 * P)][(tid + 256 * e) / (8 * P)] = sw_ld[e];
             if (tid < ROWS_MAX * 8) sas[tid / 8][tid % 8] = sa_ld;
             load_a(rr + 1);
-#ifndef TF_FAULT_race_no_sync
+#if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
             __syncthreads();
 #endif
-            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds.
+            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
+            if (2 * warp < m)
 #pragma unroll
             for (int i0 = 0; i0 < 8 * P; i0 += 8) {
                 float pv[8], sv[8];
@@ -573,4 +614,15 @@ __device__ __forceinline__ void tf_mma_rows(const u16* q, int q_stride, const fl
 #endif
         if (!skip) y[(size_t)orow * y_stride + n0 + ocol] = acc;
     }
+}
+
+// tf_mma_rows for m rows (1 to 16): the code for rows 8 to 15 only where m needs it, one shared layout for both.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    __shared__ TfRowsSmem<FMT> sm;
+    if (m > 8)
+        tf_mma_rows<FMT, true>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else
+        tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

@@ -9,6 +9,13 @@ __device__ __forceinline__ float tf_e2m1_to_f32(u32 code) {
     return (code & 8u) ? -v : v;
 }
 
+// Byte q of x as tf_e4m3_to_f32 decodes it, without branches: the code's bits at the f32 exponent and mantissa times 2^120 (exact, subnormals too), NaN for 0x7f and 0xff.
+__device__ __forceinline__ float tf_e4m3_byte(u32 x, int q) {
+    u32 c = (x >> (8 * q)) & 0xffu;
+    float v = __uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20)) * 0x1p120f;
+    return (c & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : v;
+}
+
 // Weight row `row` (of the whole matrix), column j, decoded with its scale.
 __device__ __forceinline__ float tf_weight(const u8* w, const u8* scales, int fp4, int row, int j, int k) {
     if (fp4) {
@@ -142,10 +149,10 @@ extern "C" __global__ void __launch_bounds__(256) dequant_gemm_rows(const float*
 #pragma unroll
                             for (int q = 0; q < 8; ++q) {
                                 float4 xq = __ldg((const float4*)xc + q);
-                                part = fmaf(xq.x, tf_e4m3_to_f32((u8)(ww[q] & 255u)) * s, part);
-                                part = fmaf(xq.y, tf_e4m3_to_f32((u8)((ww[q] >> 8) & 255u)) * s, part);
-                                part = fmaf(xq.z, tf_e4m3_to_f32((u8)((ww[q] >> 16) & 255u)) * s, part);
-                                part = fmaf(xq.w, tf_e4m3_to_f32((u8)(ww[q] >> 24)) * s, part);
+                                part = fmaf(xq.x, tf_e4m3_byte(ww[q], 0) * s, part);
+                                part = fmaf(xq.y, tf_e4m3_byte(ww[q], 1) * s, part);
+                                part = fmaf(xq.z, tf_e4m3_byte(ww[q], 2) * s, part);
+                                part = fmaf(xq.w, tf_e4m3_byte(ww[q], 3) * s, part);
                             }
                         } else {
                             for (int kk = 0; kk < kn; ++kk) part = fmaf(xc[kk], tf_e4m3_to_f32(wr[kk]) * s, part);

@@ -24,7 +24,13 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("fp8_gemm.cu")
     ),
     entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"],
-    controls: &["race_no_sync", "lost_act_scale", "skip_last_column", "drop_tail_block"],
+    controls: &[
+        "race_no_sync",
+        "race_rows",
+        "lost_act_scale",
+        "skip_last_column",
+        "drop_tail_block",
+    ],
     records: &[
         CudaLaunch::new(256, 65_535),
         CudaLaunch::new(256, 1),

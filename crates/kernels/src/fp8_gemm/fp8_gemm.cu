@@ -38,5 +38,5 @@ extern "C" __global__ void __launch_bounds__(256, 1) fp8_gemm(const u16* q, cons
 // Up to 16 rows (decode): the same bits as fp8_gemm, with narrow tiles so more blocks stream the weights.
 extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                float* y, int m, int n, int k) {
-    tf_mma_rows<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+    tf_mma_rows_m<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

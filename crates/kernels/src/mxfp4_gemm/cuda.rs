@@ -15,7 +15,13 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("mxfp4_gemm.cu")
     ),
     entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"],
-    controls: &["race_no_sync", "swap_nibbles", "lost_act_scale", "order_by_tile"],
+    controls: &[
+        "race_no_sync",
+        "race_rows",
+        "swap_nibbles",
+        "lost_act_scale",
+        "order_by_tile",
+    ],
     records: &[
         CudaLaunch::new(256, 65_535),
         CudaLaunch::new(256, 1),
@@ -102,7 +108,7 @@ pub fn mxfp4_gemm_cuda<'a>(
     y.finish(gpu)
 }
 
-/// Routed slots on the GPU, one launch for one or two matrices: `outs[z][s] = act_quant(x[s / per_row]) . W^T` with W expert `idx[s]` of `tables[z]` (entry 2e the device address of its `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0).
+/// Routed slots on the GPU, one launch for one or two matrices: `outs[z][s] = act_quant(x[s / per_row]) . W^T` with W expert `idx[s]` of `tables[z]` (entry 2e the device address of its `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0); zeros for an id outside the table.
 #[allow(clippy::too_many_arguments)]
 pub fn mxfp4_gemm_slots_cuda<'a>(
     launch: &CudaLaunch,
@@ -124,9 +130,15 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
             "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
         ));
     }
-    if tables.is_empty() || tables.len() > 2 || tables.len() != outs.len() {
-        return Err("mxfp4_gemm_slots on CUDA: one or two tables, an output each".into());
+    if tables.is_empty()
+        || tables.len() > 2
+        || tables.len() != outs.len()
+        || tables.iter().any(|t| t.len() != tables[0].len())
+    {
+        return Err("mxfp4_gemm_slots on CUDA: one or two tables of one length, an output each".into());
     }
+    // Ids outside 0..experts give zero rows on the device.
+    let experts = (tables[0].len() / 2).min(i32::MAX as usize) as i32;
     let mut ys = outs
         .into_iter()
         .map(|o| gpu.stage_out(o))
@@ -157,8 +169,8 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
             // One matrix: the grid has no second z, so the second output is never touched.
             None => b.arg(&null),
         };
-        b.arg(&nn).arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; every idx names a table entry whose addresses hold `[n, k/2]` and `[n, k/32]` bytes; each output holds `slots * n` values.
+        b.arg(&nn).arg(&kk).arg(&experts);
+        // SAFETY: the arguments match the kernel's signature; every idx inside 0..experts names a table entry whose addresses hold `[n, k/2]` and `[n, k/32]` bytes (the kernel reads no entry for others); each output holds `slots * n` values.
         cuda::launched("mxfp4_gemm_slots", unsafe { b.launch(cfg) })?;
     }
     ys.into_iter().try_for_each(|y| y.finish(gpu))

@@ -1,4 +1,4 @@
-//! The contract's routed-slots runs: a three-expert table whose middle entry holds the case's weights, every slot routed to it.
+//! The contract's routed-slots runs: a three-expert table whose middle entry holds the case's weights, every slot routed to it; then ids outside the table, which give zero rows.
 
 use cudarc::driver::DevicePtr;
 
@@ -43,11 +43,30 @@ pub(super) fn run(
     let mut twin = vec![0f32; out.len()];
     let outs = vec![out.into(), twin.as_mut_slice().into()];
     let r = mxfp4_gemm_slots_cuda(launch, x, &[&table, &table], idx.as_slice(), 1, n, k, outs, faults);
+    // Every other slot names an expert outside the table (-1, 3, ...): those rows must come out zero, the others as before.
+    let odd: Vec<i32> = (0..idx.len()).map(|s| [1, -1, 1, 3][s % 4]).collect();
+    let mut zeroed = vec![f32::NAN; out.len()];
+    let r = r.and_then(|()| {
+        let outs = vec![zeroed.as_mut_slice().into()];
+        mxfp4_gemm_slots_cuda(launch, x, &[&table], odd.as_slice(), 1, n, k, outs, faults)
+    });
     gpu.sync()?;
     drop(bufs);
     r?;
-    match out.iter().zip(&twin).position(|(a, b)| a.to_bits() != b.to_bits()) {
-        Some(i) => Err(format!("mxfp4_gemm_slots: the second matrix's output differs at {i}")),
+    if let Some(i) = out.iter().zip(&twin).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        return Err(format!("mxfp4_gemm_slots: the second matrix's output differs at {i}"));
+    }
+    let wrong = (0..zeroed.len()).find(|&i| {
+        let want = if odd[i / n] == 1 { out[i] } else { 0.0 };
+        zeroed[i].to_bits() != want.to_bits()
+    });
+    match wrong {
+        Some(i) => Err(format!(
+            "mxfp4_gemm_slots: slot {} (expert {}) gives {} at {i}",
+            i / n,
+            odd[i / n],
+            zeroed[i]
+        )),
         None => Ok(()),
     }
 }

@@ -50,6 +50,8 @@ pub fn router(
             let mut len = 0;
             for (e, (&s, &b)) in scores.iter().zip(bias).enumerate() {
                 let v = if skip_bias { s } else { s + b };
+                // A NaN score ranks as -inf.
+                let v = if v.is_nan() { f32::NEG_INFINITY } else { v };
                 let beats = |w: f32| if ties_high { v >= w } else { v > w };
                 if len == k && !beats(best_val[k - 1]) {
                     continue;

@@ -55,16 +55,21 @@ impl Kernel for Router {
         ] {
             cases.push(Case::new(rows, &[("experts", experts), ("k", k), ("ties", ties)]));
         }
+        // NaN logits: a whole row of them, a row with some, a clean row (a NaN score ranks as -inf, so every pick is a real expert).
+        cases.push(Case::new(3, &[("experts", 256), ("k", 6), ("ties", 0), ("nan", 1)]));
         cases
     }
 
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
         let experts = case.get("experts");
         let ties = case.get("ties") == 1;
+        let nan = case.params.iter().any(|&(p, v)| p == "nan" && v == 1);
         // Tie cases draw logits and biases from coarse grids, so equal scores are common and exact.
         let logits: Vec<f32> = (0..case.rows * experts)
-            .map(|_| {
-                if ties {
+            .map(|i| {
+                if nan && (i / experts == 0 || (i / experts == 1 && i % 5 == 0)) {
+                    f32::NAN
+                } else if ties {
                     (rng.below(9) as f32 - 4.0) * 0.5
                 } else {
                     2.0 * rng.normal()
@@ -109,7 +114,11 @@ impl Kernel for Router {
         for z in logits.chunks(experts) {
             let s: Vec<f64> = z.iter().map(|&v| sqrt_softplus_f64(v)).collect();
             let mut order: Vec<usize> = (0..experts).collect();
-            let score = |e: usize| s[e] + bias[e] as f64;
+            let score = |e: usize| {
+                Some(s[e] + bias[e] as f64)
+                    .filter(|v| !v.is_nan())
+                    .unwrap_or(f64::NEG_INFINITY)
+            };
             order.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
             let sum: f64 = order[..k].iter().map(|&e| s[e]).sum();
             idx.extend(order[..k].iter().map(|&e| e as f64));

@@ -1,4 +1,5 @@
 // router: one block per row; sqrt-softplus scores in shared memory, then k rounds of a block argmax (higher value, then lower id): the CPU's order and ties.
+// A NaN score ranks as -inf and a chosen expert is marked NaN, which never wins: every round picks an expert inside 0..experts not picked before.
 #define MAX_EXPERTS 1024
 #define MAX_TOPK 32
 #define MAX_WARPS 32
@@ -22,6 +23,7 @@ extern "C" __global__ void router(const float* logits, const float* bias, i32* i
 #ifdef TF_FAULT_skip_bias
             vals[e] = s;
 #endif
+            if (vals[e] != vals[e]) vals[e] = -__int_as_float(0x7f800000);
         }
         __syncthreads();
         for (int j = 0; j < k; ++j) {
@@ -44,8 +46,9 @@ extern "C" __global__ void router(const float* logits, const float* bias, i32* i
                 int i = warp_idx[0];
                 for (int w = 1; w < warps; ++w)
                     if (tf_before(warp_val[w], warp_idx[w], v, i)) { v = warp_val[w]; i = warp_idx[w]; }
+                i = min(max(i, 0), experts - 1);
                 sel[j] = i;
-                vals[i] = -__int_as_float(0x7f800000);
+                vals[i] = __int_as_float(0x7fc00000);
             }
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
