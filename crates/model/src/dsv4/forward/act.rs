@@ -160,6 +160,36 @@ impl Device {
         }
     }
 
+    /// The host values of several activations: under CUDA copied into one buffer on the device and read back with one wait.
+    pub(crate) fn read_all<T: Elem>(&self, acts: Vec<Act<T>>) -> Vec<Vec<T>> {
+        let total: usize = acts.iter().map(Act::len).sum();
+        if self.cuda().is_none() || acts.len() < 2 {
+            return acts.into_iter().map(|a| a.into_vec(self)).collect();
+        }
+        let c = self.cuda().expect("a GPU device");
+        // SAFETY: every element is copied into before the buffer is read back.
+        let mut all = cuda_ok("allocating", unsafe { c.gpu.stream.alloc::<T>(total.max(1)) });
+        let mut at = 0;
+        for a in &acts {
+            let Act::Dev(src, n) = a else {
+                panic!("a host buffer among a GPU pass's read-backs");
+            };
+            if *n > 0 {
+                let mut to = all.slice_mut(at..at + n);
+                cuda_ok("gathering", c.gpu.stream.memcpy_dtod(&src.slice(..*n), &mut to));
+            }
+            at += n;
+        }
+        let flat = Act::Dev(all, total).into_vec(self);
+        let mut at = 0;
+        acts.iter()
+            .map(|a| {
+                at += a.len();
+                flat[at - a.len()..at].to_vec()
+            })
+            .collect()
+    }
+
     /// Host values placed on this device (uploaded once under CUDA).
     pub(crate) fn put<T: Elem>(&self, v: Vec<T>) -> Act<T> {
         match self.cuda() {

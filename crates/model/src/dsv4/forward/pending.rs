@@ -75,12 +75,14 @@ impl Pass<'_> {
 
     /// Reads the deferred rows back (one wait for the GPU) and writes them into the sequences' state, in the order queued.
     pub(crate) fn settle(&self, cache: &mut Dsv4Cache) {
-        let dev = &self.device;
         let (layout, hd) = (&self.model.layout, self.model.config.head_dim);
+        let mut acts = Vec::new();
+        let mut writes = Vec::new();
         for p in self.pending.take() {
             match p {
                 Pending::Window { layer, kv } => {
-                    cache.put_window_rows(layout, layer, &self.groups, &kv.into_vec(dev), hd);
+                    acts.push(kv);
+                    writes.push(Write::Window { layer });
                 }
                 Pending::Compressor {
                     layer,
@@ -90,9 +92,34 @@ impl Pass<'_> {
                     gate,
                     fresh,
                 } => {
+                    acts.extend([kv, gate]);
+                    let counts = fresh.map(|f| {
+                        acts.push(f.entries);
+                        f.counts
+                    });
+                    writes.push(Write::Compressor {
+                        layer,
+                        kind,
+                        ratio,
+                        counts,
+                    });
+                }
+            }
+        }
+        let mut values = self.device.read_all(acts).into_iter();
+        let mut next = || values.next().expect("one read-back a deferred buffer");
+        for w in writes {
+            match w {
+                Write::Window { layer } => cache.put_window_rows(layout, layer, &self.groups, &next(), hd),
+                Write::Compressor {
+                    layer,
+                    kind,
+                    ratio,
+                    counts,
+                } => {
+                    let (kv, gate) = (next(), next());
                     let width = kv.len() / self.rows().max(1);
-                    let (kv, gate) = (kv.into_vec(dev), gate.into_vec(dev));
-                    let fresh = fresh.map(|f| (f.entries.into_vec(dev), f.counts));
+                    let fresh = counts.map(|c| (next(), c));
                     let ehd = fresh
                         .as_ref()
                         .map_or(0, |(e, c)| e.len() / c.iter().sum::<usize>().max(1));
@@ -122,4 +149,17 @@ impl Pass<'_> {
             }
         }
     }
+}
+
+/// A deferred write, its buffers taken out to be read back together.
+enum Write {
+    Window {
+        layer: usize,
+    },
+    Compressor {
+        layer: usize,
+        kind: EntryKind,
+        ratio: usize,
+        counts: Option<Vec<usize>>,
+    },
 }
