@@ -28,27 +28,16 @@ pub fn index_topk_cuda<'a>(
     out: impl Into<Out<'a, i32>>,
     faults: Faults,
 ) -> Result<(), String> {
-    index_topk_placed_cuda(
-        launch,
-        scores,
-        num_visible,
-        top_k,
-        Place::plain(top_k),
-        None,
-        out,
-        faults,
-    )
+    index_topk_placed_cuda(launch, scores, num_visible, top_k, Place::plain(top_k), out, faults)
 }
 
-/// `index_topk_cuda` writing each row's picks where `place` says (its offsets read from `offsets` when on the device).
-#[allow(clippy::too_many_arguments)]
+/// `index_topk_cuda` writing each row's picks where `place` says, leaving the row's other values as they are.
 pub fn index_topk_placed_cuda<'a>(
     launch: &CudaLaunch,
     scores: impl Into<In<'a, f32>>,
     num_visible: impl Into<In<'a, i32>>,
     top_k: usize,
     place: Place<'a>,
-    offsets: Option<In<'a, i32>>,
     out: impl Into<Out<'a, i32>>,
     faults: Faults,
 ) -> Result<(), String> {
@@ -69,10 +58,6 @@ pub fn index_topk_placed_cuda<'a>(
     place
         .check(rows, top_k, out.len())
         .map_err(|e| format!("{e} (on CUDA)"))?;
-    let offsets = offsets.or(place.offsets.map(In::Host));
-    if offsets.as_ref().is_some_and(|o| o.len() != rows) {
-        return Err(format!("index_topk on CUDA: offsets must be one a row ({rows})"));
-    }
     if num_visible
         .host()
         .is_some_and(|n| n.iter().any(|&v| v < 0 || v as usize > cols))
@@ -82,7 +67,7 @@ pub fn index_topk_placed_cuda<'a>(
     let gpu = cuda::gpu()?;
     let f = gpu.function(&KERNEL, "index_topk", faults)?;
     let (sd, vd) = (gpu.stage(scores)?, gpu.stage(num_visible)?);
-    let od = offsets.map(|o| gpu.stage(o)).transpose()?;
+    let od = place.offsets.map(|o| gpu.stage(In::Host(o))).transpose()?;
     let mut y = gpu.stage_out(out)?;
     {
         let mut yv = y.view();

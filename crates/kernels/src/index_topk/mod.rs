@@ -158,7 +158,7 @@ impl Kernel for IndexTopk {
         let mut rows = vec![KEPT; out[0].i32().len()];
         match launch {
             Launch::Cpu(l) => index_topk_placed(scores, visible, top_k, place, &mut rows, l, faults),
-            Launch::Cuda(c) => index_topk_placed_cuda(c, scores, visible, top_k, place, None, &mut rows, faults)
+            Launch::Cuda(c) => index_topk_placed_cuda(c, scores, visible, top_k, place, &mut rows, faults)
                 .unwrap_or_else(|e| panic!("{e}")),
         }
         out[0].i32().copy_from_slice(&rows);

@@ -380,8 +380,7 @@ pub(crate) fn index_topk(
         Device::Cpu(l) => it::index_topk_placed(scores.host(), num_visible, top_k, place, out.host_mut(), l, F),
         Device::Cuda(_) => {
             let k = record(&it::cuda::KERNEL);
-            let r =
-                it::cuda::index_topk_placed_cuda(k, scores.input(), num_visible, top_k, place, None, out.output(), F);
+            let r = it::cuda::index_topk_placed_cuda(k, scores.input(), num_visible, top_k, place, out.output(), F);
             ok("index_topk", r);
         }
     }
