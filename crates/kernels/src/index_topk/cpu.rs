@@ -128,7 +128,16 @@ mod tests {
 
     #[test]
     fn placed_picks_land_in_their_columns_shifted_and_the_rest_stays() {
-        let scores = [0.5, 3.0, 1.0, 2.0, 9.0, f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY];
+        let scores = [
+            0.5,
+            3.0,
+            1.0,
+            2.0,
+            9.0,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+        ];
         let visible = [4, 1];
         let place = Place {
             stride: 5,
@@ -136,7 +145,15 @@ mod tests {
             offsets: Some(&[100, 7]),
         };
         let mut out = vec![-9; 10];
-        index_topk_placed(&scores, &visible, 2, place, &mut out, &CpuLaunch::serving(1), Faults::NONE);
+        index_topk_placed(
+            &scores,
+            &visible,
+            2,
+            place,
+            &mut out,
+            &CpuLaunch::serving(1),
+            Faults::NONE,
+        );
         assert_eq!(out, vec![-9, -9, 101, 103, -9, -9, -9, 7, -1, -9]);
         let bad = Place { stride: 3, ..place };
         assert!(bad.check(2, 2, 6).is_err() && place.check(2, 2, 10).is_ok());
