@@ -13,8 +13,7 @@ const MAX_A: i32 = 448 * 512;
 
 /// One chunk's activations as s8 digit planes: element 2b (lo) and 2b + 1 (hi) of the chunk in byte b.
 #[repr(C, align(64))]
-#[derive(Clone, Copy)]
-pub(super) struct ChunkPlanes {
+struct ChunkPlanes {
     /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
     digits: [[i8; 64]; 6],
     /// Lane l: -12 * sum of A over the lane (the weights enter as W + 12, unsigned).
@@ -117,8 +116,8 @@ fn lanes_int(d: __m512i, p: &[__m512i; 7], t: __m512i) -> __m512 {
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 pub(super) unsafe fn rows_exact(
-    sa: &[f32],
     a: &[u16],
+    sa: &[f32],
     planes: &Planes,
     swt: &[f32],
     rows: &[&[u8]; PAIRS],
@@ -248,7 +247,7 @@ mod tests {
             if force_exact {
                 p.exact.iter_mut().for_each(|e| *e = true);
             }
-            let got = rows_exact(&sa, &a, &p, &swt, &rows, k, 1024);
+            let got = rows_exact(&a, &sa, &p, &swt, &rows, k, 1024);
             let want = rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, Some(1024));
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
             (bits(got), bits(want), p.exact_chunks())

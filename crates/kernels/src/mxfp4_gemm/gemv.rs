@@ -50,7 +50,7 @@ pub unsafe fn gemv_avx512(
         // SAFETY: avx512f is enabled here, `planes` exist only where `rows_exact` runs; both check what they read.
         let got = unsafe {
             match &planes {
-                Some(p) => exact::rows_exact(sa, a, p, &swt, &from_fn(row), k, AHEAD),
+                Some(p) => exact::rows_exact(a, sa, p, &swt, &from_fn(row), k, AHEAD),
                 None => rows_avx512(a, sa, &swt, 0, PAIRS, &row, k, Some(AHEAD)),
             }
         };
