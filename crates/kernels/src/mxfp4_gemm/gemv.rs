@@ -1,5 +1,6 @@
 //! The AVX-512 MXFP4 GEMV over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
+use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
 use std::array::from_fn;
 use std::ops::Range;
 
@@ -9,6 +10,9 @@ use super::cpu::{BLOCK, CHUNK};
 use super::exact;
 use super::x86::{decode_scales, decode_scales_plain, rows_avx512};
 use crate::gemm::{GROUP, PAIRS};
+
+/// Passes ahead that each stream's scale row is asked for.
+const SCALES_AHEAD: usize = 2;
 
 /// Bytes ahead in each row's stream that a pass asks the cache for.
 const AHEAD: usize = 1024;
@@ -36,6 +40,13 @@ pub unsafe fn gemv_avx512(
     for step in 0..span {
         let idx: [usize; PAIRS] = from_fn(|s| (s * span + step).min(len - 1));
         let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
+        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
+        for r in &scale_rows {
+            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
+            for line in (0..blocks).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+            }
+        }
         // SAFETY: avx512f, avx512bw and avx2 are enabled here.
         let done = match unsafe { decode_scales_plain(&scale_rows, &mut swt) } {
             0 => unsafe { decode_scales(&scale_rows, &mut swt) },
