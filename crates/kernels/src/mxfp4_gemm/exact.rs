@@ -8,7 +8,7 @@ use super::x86::{CHUNK_BYTES, act16, chunk_bytes, group_fma, per_block, quarters
 use crate::gemm::{GROUP, PAIRS};
 use tensorfold_formats::e2m1;
 
-/// Largest |A| (A = a * 2^9): six products stay below 2^14 on the 2^-10 grid; seven reach it only with |a| >= 43, a bf16 grid of 1/4.
+/// Largest |A| (A = a * 2^9): six products stay below 2^14 on the 2^-10 grid; seven reach it only with each |a| > 256 / 6, a bf16 grid of 1/4.
 const MAX_A: i32 = 448 * 512;
 
 /// One chunk's activations as s8 digit planes: element 2b (lo) and 2b + 1 (hi) of the chunk in byte b.
