@@ -25,6 +25,9 @@ pub struct KernelsArgs {
     /// Cycle each benchmark's weights through copies of at least this many MiB (far above the caches by default).
     #[arg(long, default_value_t = 256)]
     working_set_mib: usize,
+    /// FP8 and MXFP4 weights in anonymous memory advised MADV_HUGEPAGE (2 MB pages) instead of the heap's 4 KB pages.
+    #[arg(long)]
+    huge_pages: bool,
 }
 
 /// The read-bandwidth buffer.
@@ -62,6 +65,8 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = SimdPath::best();
     let read_before = read_bandwidth(2);
     let mut rows = Vec::new();
+    // The most anonymous memory in huge pages while any benchmark's weights were held.
+    let mut huge = 0;
     for spec in specs() {
         if args.only.as_deref().is_some_and(|o| !spec.0.contains(o)) {
             continue;
@@ -71,7 +76,8 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         } else {
             args.working_set_mib << 20
         };
-        let mut bench = build(spec, working_set);
+        let mut bench = build(spec, working_set, args.huge_pages);
+        huge = huge.max(huge_page_mib());
         for threads in [1, 2] {
             let launch = CpuLaunch {
                 threads,
@@ -116,7 +122,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             .collect();
         let out = json!({ "simd": simd.to_string(), "read_bandwidth_gb_per_s": read_gbs,
                           "read_bandwidth_before_gb_per_s": read_before, "read_bandwidth_after_gb_per_s": read_after,
-                          "read_threads": 2, "results": results });
+                          "read_threads": 2, "anon_huge_page_mib": huge, "results": results });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
@@ -124,7 +130,9 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         "read bandwidth: {read_gbs:.1} GB/s (2 threads summing {} MiB, best of 3; {read_before:.1} before the kernels, {read_after:.1} after); SIMD path {simd}",
         READ_BYTES >> 20
     );
-    println!("median call; `of read` is median weight GB/s over the read bandwidth");
+    println!(
+        "median call; `of read` is median weight GB/s over the read bandwidth; {huge} MiB of anonymous huge pages"
+    );
     println!(
         "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>8}",
         "kernel", "shape [n, k]", "rows", "thr", "ms/call", "weight GB/s", "best GB/s", "GFLOP/s", "of read"
@@ -164,7 +172,7 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
     ]
 }
 
-fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_set: usize) -> Bench<'a> {
+fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_set: usize, huge: bool) -> Bench<'a> {
     let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (n * 31 + k) as u64;
     let x: Vec<f32> = noise(&mut seed, rows * k)
         .into_iter()
@@ -177,7 +185,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
+        let w: Vec<Weights> = (0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect();
         let s = vec![115u8; scales];
         return Bench {
             name,
@@ -198,7 +206,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         } else {
             working_set.div_ceil(bytes).max(MIN_EXPERTS)
         };
-        let w: Vec<Vec<u8>> = (0..copies).map(|_| noise(&mut seed, n * k / 2)).collect();
+        let w: Vec<Weights> = (0..copies).map(|_| place(noise(&mut seed, n * k / 2), huge)).collect();
         let s: Vec<Vec<u8>> = (0..copies)
             .map(|_| noise(&mut seed, scales).into_iter().map(|b| 118 + b % 8).collect())
             .collect();
@@ -256,6 +264,42 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         };
     }
     unreachable!("unknown benchmark {name}")
+}
+
+/// One weight copy: on the heap, or in an anonymous map advised MADV_HUGEPAGE.
+enum Weights {
+    Heap(Vec<u8>),
+    Huge(memmap2::MmapMut),
+}
+
+impl std::ops::Deref for Weights {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Weights::Heap(v) => v,
+            Weights::Huge(m) => m,
+        }
+    }
+}
+
+/// `bytes` as a weight copy, moved into huge pages when `huge` (the advice precedes the first touch).
+fn place(bytes: Vec<u8>, huge: bool) -> Weights {
+    if !huge {
+        return Weights::Heap(bytes);
+    }
+    let mut map = memmap2::MmapMut::map_anon(bytes.len()).expect("anonymous map for weights");
+    map.advise(memmap2::Advice::HugePage).expect("MADV_HUGEPAGE");
+    map.copy_from_slice(&bytes);
+    Weights::Huge(map)
+}
+
+/// This process's anonymous memory in huge pages now, MiB (0 where /proc does not say).
+fn huge_page_mib() -> usize {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    let line = rollup.lines().find(|l| l.starts_with("AnonHugePages:"));
+    let kb = line.and_then(|l| l.split_whitespace().nth(1)?.parse::<usize>().ok());
+    kb.unwrap_or(0) >> 10
 }
 
 /// Pseudo-random bytes (xorshift).

@@ -1,13 +1,18 @@
 //! The AVX-512 MXFP4 GEMV over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
+use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
 use std::array::from_fn;
 use std::ops::Range;
 
 use tensorfold_formats::e8m0;
 
-use super::cpu::BLOCK;
+use super::cpu::{BLOCK, CHUNK};
+use super::exact;
 use super::x86::{decode_scales, decode_scales_plain, rows_avx512};
 use crate::gemm::{GROUP, PAIRS};
+
+/// Passes ahead that each stream's scale row is asked for.
+const SCALES_AHEAD: usize = 2;
 
 /// Bytes ahead in each row's stream that a pass asks the cache for.
 const AHEAD: usize = 1024;
@@ -29,9 +34,19 @@ pub unsafe fn gemv_avx512(
     // Slot s of a pass reads stream s: columns s * span.. in order; a short last stream repeats its last column unstored.
     let span = len.div_ceil(PAIRS);
     let mut swt = vec![0f32; blocks * GROUP];
+    // SAFETY: `available` checked the features `planes` needs.
+    let planes = exact::available().then(|| unsafe { exact::planes(a, k.div_ceil(CHUNK)) });
+    let planes = planes.filter(|p| p.exact_chunks() > 0);
     for step in 0..span {
         let idx: [usize; PAIRS] = from_fn(|s| (s * span + step).min(len - 1));
         let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
+        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
+        for r in &scale_rows {
+            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
+            for line in (0..blocks).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+            }
+        }
         // SAFETY: avx512f, avx512bw and avx2 are enabled here.
         let done = match unsafe { decode_scales_plain(&scale_rows, &mut swt) } {
             0 => unsafe { decode_scales(&scale_rows, &mut swt) },
@@ -43,8 +58,13 @@ pub unsafe fn gemv_avx512(
             }
         }
         let row = |s: usize| &w[(cols.start + idx[s]) * row_bytes..][..row_bytes];
-        // SAFETY: avx512f is enabled here; rows hold k/2 bytes, `rows_avx512` checks the activations and scales.
-        let got = unsafe { rows_avx512(a, sa, &swt, 0, PAIRS, &row, k, Some(AHEAD)) };
+        // SAFETY: avx512f is enabled here, `planes` exist only where `rows_exact` runs; both check what they read.
+        let got = unsafe {
+            match &planes {
+                Some(p) => exact::rows_exact(a, sa, p, &swt, &from_fn(row), k, AHEAD),
+                None => rows_avx512(a, sa, &swt, 0, PAIRS, &row, k, Some(AHEAD)),
+            }
+        };
         for (s, &v) in got.iter().enumerate() {
             if s * span + step < len {
                 out[idx[s]] = v;

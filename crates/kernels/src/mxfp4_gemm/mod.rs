@@ -5,6 +5,8 @@ mod bf16;
 mod cpu;
 pub mod cuda;
 #[cfg(target_arch = "x86_64")]
+mod exact;
+#[cfg(target_arch = "x86_64")]
 mod gemv;
 mod slots;
 #[cfg(target_arch = "x86_64")]

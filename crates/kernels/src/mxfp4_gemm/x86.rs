@@ -32,7 +32,7 @@ fn nibble16(d: __m512i, q: usize, t: __m512) -> __m512 {
 /// The activation vectors of one chunk: vector q lane l is element 8l + q.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn act16(a: *const u16) -> [__m512; 8] {
+pub(super) unsafe fn act16(a: *const u16) -> [__m512; 8] {
     // SAFETY: the caller guarantees a whole chunk (128 values).
     let (a0, a1, a2, a3) = unsafe {
         (
@@ -54,6 +54,19 @@ fn chunk16(av: &[__m512; 8], d: __m512i, t: __m512) -> __m512 {
         l = _mm512_fmadd_ps(a, nibble16(d, q, t), l);
     }
     l
+}
+
+/// Quarter b, lane i: block b of row `d[i]`'s chunk; the four rows' FMA chains interleaved, each still in element order.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn group_fma(av: &[__m512; 8], d: &[__m512i; 4], t: __m512) -> __m512 {
+    let mut lanes = [_mm512_setzero_ps(); 4];
+    for (qi, &a) in av.iter().enumerate() {
+        for (lane, &d) in lanes.iter_mut().zip(d) {
+            *lane = _mm512_fmadd_ps(a, nibble16(d, qi, t), *lane);
+        }
+    }
+    quarters4(lanes)
 }
 
 /// The block inners of four lane vectors: quarter b, lane i is (l0 + l2) + (l1 + l3) of `v[i]`'s quarter b.
@@ -131,14 +144,7 @@ pub unsafe fn rows_avx512<'w>(
                     unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
                 }
             });
-            // The four rows' FMA chains interleaved, each still in element order.
-            let mut lanes = [_mm512_setzero_ps(); 4];
-            for (qi, &a) in av.iter().enumerate() {
-                for (lane, &d) in lanes.iter_mut().zip(&d) {
-                    *lane = _mm512_fmadd_ps(a, nibble16(d, qi, t), *lane);
-                }
-            }
-            *q = quarters4(lanes);
+            *q = group_fma(&av, &d, t);
         }
         let s = _mm512_set1_ps(sa);
         for (b, inner) in per_block(q).into_iter().enumerate() {
@@ -159,7 +165,7 @@ pub unsafe fn rows_avx512<'w>(
 /// Quarter-major to block-major: vector b of the result holds quarter b of `q[0]`, `q[1]`, `q[2]`, `q[3]` in turn.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn per_block(q: [__m512; 4]) -> [__m512; 4] {
+pub(super) fn per_block(q: [__m512; 4]) -> [__m512; 4] {
     let t0 = _mm512_shuffle_f32x4::<0x44>(q[0], q[1]);
     let t1 = _mm512_shuffle_f32x4::<0x44>(q[2], q[3]);
     let t2 = _mm512_shuffle_f32x4::<0xEE>(q[0], q[1]);

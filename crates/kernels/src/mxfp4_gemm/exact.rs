@@ -1,0 +1,347 @@
+//! Exact MXFP4 GEMV lanes: an 8-term FMA chain of e4m3 x e2m1 products rounds only at its last step, so VPDPBUSD's integer sum gives its bits.
+
+use std::arch::x86_64::*;
+use std::array::from_fn;
+
+use super::cpu::{CHUNK, LAYOUT};
+use super::x86::{CHUNK_BYTES, act16, chunk_bytes, group_fma, per_block, quarters4};
+use crate::gemm::{GROUP, PAIRS};
+use tensorfold_formats::e2m1;
+
+/// Largest |A| (A = a * 2^9): six products stay below 2^14 on the 2^-10 grid; seven reach it only with each |a| > 256 / 6, a bf16 grid of 1/4.
+const MAX_A: i32 = 448 * 512;
+
+/// One chunk's activations as s8 digit planes: element 2b (lo) and 2b + 1 (hi) of the chunk in byte b.
+#[repr(C, align(64))]
+struct ChunkPlanes {
+    /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
+    digits: [[i8; 64]; 6],
+    /// Lane l: -12 * sum of A over the lane (the weights enter as W + 12, unsigned).
+    neg_c: [i32; 16],
+}
+
+/// Byte planes of one activation row, and per chunk whether all of its (bf16) activations are on the 2^-9 grid within +-448, as e4m3 values are.
+pub(super) struct Planes {
+    chunks: Vec<ChunkPlanes>,
+    exact: Vec<bool>,
+}
+
+impl Planes {
+    /// How many chunks take the integer path.
+    pub(super) fn exact_chunks(&self) -> usize {
+        self.exact.iter().filter(|&&e| e).count()
+    }
+}
+
+/// The planes of activation row `a` (decoded bf16 in `LAYOUT` order) over `chunks` chunks.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
+    assert!(a.len() >= chunks * CHUNK);
+    let mut out = Planes {
+        chunks: Vec::with_capacity(chunks),
+        exact: Vec::with_capacity(chunks),
+    };
+    let scale = _mm512_set1_ps(512.0);
+    for c in 0..chunks {
+        // SAFETY: chunk c lies inside the activation row (asserted above).
+        let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
+        // Vector q, lane l: A of element 8l + q, and whether it is an integer of at most MAX_A.
+        let mut ok: u16 = 0xFFFF;
+        let big = _mm512_set1_epi32(MAX_A);
+        let aq: [__m512i; 8] = from_fn(|q| {
+            let x = _mm512_mul_ps(av[q], scale);
+            let i = _mm512_cvtps_epi32(x);
+            let back = _mm512_cmpeq_ps_mask(_mm512_cvtepi32_ps(i), x);
+            ok &= back & _mm512_cmple_epu32_mask(_mm512_abs_epi32(i), big);
+            i
+        });
+        let sum = aq.iter().fold(_mm512_setzero_si512(), |s, &i| _mm512_add_epi32(s, i));
+        let mut p = ChunkPlanes {
+            digits: [[0; 64]; 6],
+            neg_c: [0; 16],
+        };
+        let mut rest = aq;
+        for digit in 0..3 {
+            // Balanced digit in -128..127, then the rest shifted down by 8.
+            let d: [__m512i; 8] = from_fn(|q| {
+                let r = _mm512_sub_epi32(
+                    _mm512_and_si512(
+                        _mm512_add_epi32(rest[q], _mm512_set1_epi32(128)),
+                        _mm512_set1_epi32(255),
+                    ),
+                    _mm512_set1_epi32(128),
+                );
+                rest[q] = _mm512_srai_epi32::<8>(_mm512_sub_epi32(rest[q], r));
+                r
+            });
+            for half in 0..2 {
+                // Byte j of lane l: element 8l + 2j + half.
+                let byte = |j: usize| _mm512_and_si512(d[2 * j + half], _mm512_set1_epi32(255));
+                let packed = _mm512_or_si512(
+                    _mm512_or_si512(byte(0), _mm512_slli_epi32::<8>(byte(1))),
+                    _mm512_or_si512(_mm512_slli_epi32::<16>(byte(2)), _mm512_slli_epi32::<24>(byte(3))),
+                );
+                // SAFETY: 64 bytes.
+                unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, packed) };
+            }
+        }
+        let neg_c = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12));
+        // SAFETY: 16 ints.
+        unsafe { _mm512_storeu_si512(p.neg_c.as_mut_ptr() as *mut __m512i, neg_c) };
+        out.chunks.push(p);
+        out.exact.push(ok == 0xFFFF);
+    }
+    out
+}
+
+/// W + 12 (W = 2 * e2m1) of the low nibble of each byte, repeated over the 64 entries VPERMB indexes.
+fn weight_table() -> [u8; 64] {
+    from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
+}
+
+/// Lane l of one row's chunk `d`: its FMA-chain sum times 2^10, the integer sum of A * W rounded once by the conversion.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+fn lanes_int(d: __m512i, p: &[__m512i; 7], t: __m512i) -> __m512 {
+    let lo = _mm512_permutexvar_epi8(d, t);
+    let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
+    let z = _mm512_setzero_si512();
+    let s2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, p[4]), hi, p[5]);
+    let s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(s2), lo, p[2]), hi, p[3]);
+    let s0 = _mm512_add_epi32(_mm512_slli_epi32::<8>(s1), p[6]);
+    _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s0, lo, p[0]), hi, p[1]))
+}
+
+/// `rows_avx512` on the streamed rows `rows`, exact chunks through `lanes_int`; the same bits for every input.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+pub(super) unsafe fn rows_exact(
+    a: &[u16],
+    sa: &[f32],
+    planes: &Planes,
+    swt: &[f32],
+    rows: &[&[u8]; PAIRS],
+    k: usize,
+    ahead: usize,
+) -> [f32; PAIRS] {
+    let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
+    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && planes.chunks.len() >= chunks);
+    assert!(swt.len() >= blocks * GROUP && rows.iter().all(|r| r.len() == k / 2));
+    // SAFETY: 16 floats; 64 bytes.
+    let (t, tw) = unsafe {
+        (
+            _mm512_loadu_ps(e2m1::TABLE.as_ptr()),
+            _mm512_loadu_si512(weight_table().as_ptr() as *const __m512i),
+        )
+    };
+    let unscale = _mm512_set1_ps(1.0 / 1024.0);
+    let mut acc = _mm512_setzero_ps();
+    for (c, &sa) in sa.iter().enumerate().take(chunks) {
+        let mut q = [_mm512_setzero_ps(); 4];
+        if c < full && planes.exact[c] {
+            let pc = &planes.chunks[c];
+            // SAFETY: six 64-byte planes and 16 ints.
+            let pv: [__m512i; 7] = unsafe {
+                let d = |i: usize| _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i);
+                [
+                    d(0),
+                    d(1),
+                    d(2),
+                    d(3),
+                    d(4),
+                    d(5),
+                    _mm512_loadu_si512(pc.neg_c.as_ptr() as *const __m512i),
+                ]
+            };
+            for (g, q) in q.iter_mut().enumerate() {
+                let lanes: [__m512; 4] = from_fn(|i| {
+                    let p = rows[4 * g + i].as_ptr().wrapping_add(c * CHUNK_BYTES);
+                    // A prefetch never faults.
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
+                    // SAFETY: c < full: 64 bytes of the row at p.
+                    lanes_int(unsafe { _mm512_loadu_si512(p as *const __m512i) }, &pv, tw)
+                });
+                *q = _mm512_mul_ps(quarters4(lanes), unscale);
+            }
+        } else {
+            // SAFETY: chunk c lies inside the activation row.
+            let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
+            for (g, q) in q.iter_mut().enumerate() {
+                let d: [__m512i; 4] = from_fn(|i| {
+                    let pad = chunk_bytes(rows[4 * g + i], c);
+                    // SAFETY: 64 bytes.
+                    unsafe { _mm512_loadu_si512(pad.as_ptr() as *const __m512i) }
+                });
+                *q = group_fma(&av, &d, t);
+            }
+        }
+        let s = _mm512_set1_ps(sa);
+        for (b, inner) in per_block(q).into_iter().enumerate() {
+            let kb = 4 * c + b;
+            if kb < blocks {
+                // SAFETY: swt holds `blocks` rows of 16.
+                let sw = unsafe { _mm512_loadu_ps(swt.as_ptr().add(kb * GROUP)) };
+                acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw), acc);
+            }
+        }
+    }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: 16 floats.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
+    out
+}
+
+/// Whether this CPU runs `rows_exact`.
+pub(super) fn available() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vbmi")
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+/// `LAYOUT` is the lane order `act16` reads (element 8l + q in vector q, lane l).
+const _: () = assert!(LAYOUT.per_lane == 8);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mxfp4_gemm::x86::rows_avx512;
+    use tensorfold_formats::{e4m3, e8m0};
+
+    /// Deterministic bytes.
+    fn bytes(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// Element values as the decoded bf16 row in `LAYOUT` order.
+    fn layout(values: &[f32]) -> Vec<u16> {
+        let mut a = vec![0u16; values.len()];
+        for (i, v) in values.iter().enumerate() {
+            a[LAYOUT.position(i)] = (v.to_bits() >> 16) as u16;
+        }
+        a
+    }
+
+    /// Both kernels over 16 random rows; returns (integer path bits, FMA path bits, exact chunks).
+    fn run(values: &[f32], weights: &[u8], force_exact: bool) -> (Vec<u32>, Vec<u32>, usize) {
+        let k = values.len();
+        let a = layout(values);
+        let chunks = k / CHUNK;
+        let sa: Vec<f32> = (0..chunks).map(|c| 2f32.powi(c as i32 % 5 - 2)).collect();
+        let swt: Vec<f32> = bytes(7, k / 32 * GROUP)
+            .iter()
+            .map(|&b| e8m0::TABLE[118 + b as usize % 16])
+            .collect();
+        let rows: [&[u8]; PAIRS] = from_fn(|j| &weights[j * k / 2..][..k / 2]);
+        // SAFETY: the callers check `available`.
+        unsafe {
+            let mut p = planes(&a, chunks);
+            if force_exact {
+                p.exact.iter_mut().for_each(|e| *e = true);
+            }
+            let got = rows_exact(&a, &sa, &p, &swt, &rows, k, 1024);
+            let want = rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, Some(1024));
+            let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
+            (bits(got), bits(want), p.exact_chunks())
+        }
+    }
+
+    #[test]
+    fn integer_lanes_give_the_fma_bits_on_random_codes() {
+        if !available() {
+            return;
+        }
+        let k = 1024;
+        for seed in 1..6 {
+            let values: Vec<f32> = bytes(seed, k).iter().map(|&c| e4m3::TABLE[c as usize & 0xF7]).collect();
+            let w = bytes(seed + 100, PAIRS * k / 2);
+            let (got, want, exact) = run(&values, &w, false);
+            assert!(exact > 0, "seed {seed}: no chunk took the integer path");
+            assert_eq!(got, want, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn lanes_that_round_at_their_last_step_agree() {
+        if !available() {
+            return;
+        }
+        // Seven activations of 384-448 and one subnormal per lane, against 6 and (for the subnormal) 0.5: sums above 2^14 with a 2^-10 bit.
+        let k = 512;
+        let values: Vec<f32> = bytes(5, k)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| e4m3::TABLE[if i % 8 == 7 { 1 + (b & 0x6) } else { 0x7C + b % 3 } as usize])
+            .collect();
+        let w: Vec<u8> = bytes(6, PAIRS * k / 2)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| match (b % 7, i % 4) {
+                (0, _) => b,
+                (_, 3) => 0x17,
+                _ => 0x77,
+            })
+            .collect();
+        // Some lane's exact sum (in 2^-10 units) is not an f32, so the conversion rounds.
+        let rounds = (0..PAIRS * k / 8).any(|lane| {
+            let (row, l) = (lane / (k / 8), lane % (k / 8));
+            let p: i64 = (0..8)
+                .map(|q| {
+                    let e = 8 * l + q;
+                    let nib = (w[row * k / 2 + e / 2] >> (4 * (e % 2))) & 0xF;
+                    (values[e] * 512.0) as i64 * (2.0 * e2m1::TABLE[nib as usize]) as i64
+                })
+                .sum();
+            p as f32 as i64 != p
+        });
+        assert!(rounds, "no lane rounds: the test shows nothing");
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, k / CHUNK);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn activations_beyond_e4m3_take_the_fma_chain() {
+        if !available() {
+            return;
+        }
+        // 3072 * 6 then seven 2^-10 products: the chain keeps 18432 (ties to even each step), one rounding gives 18432 + 2^-7.
+        let k = 256;
+        let values: Vec<f32> = (0..k)
+            .map(|i| if i % 8 == 0 { 3072.0 } else { 2f32.powi(-9) })
+            .collect();
+        let w: Vec<u8> = (0..PAIRS * k / 2)
+            .map(|i| if i % 4 == 0 { 0x17 } else { 0x11 })
+            .collect();
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, 0);
+        assert_eq!(got, want);
+        let (forced, want, _) = run(&values, &w, true);
+        assert_ne!(
+            forced, want,
+            "the integer sum must differ here, or this test shows nothing"
+        );
+    }
+
+    #[test]
+    fn non_finite_activations_take_the_fma_chain() {
+        if !available() {
+            return;
+        }
+        let k = 256;
+        let mut values: Vec<f32> = bytes(9, k).iter().map(|&c| e4m3::TABLE[c as usize & 0x77]).collect();
+        values[130] = f32::NAN;
+        let w = bytes(10, PAIRS * k / 2);
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, 1, "only the chunk without the NaN is exact");
+        assert_eq!(got, want);
+    }
+}
