@@ -168,6 +168,9 @@ impl Checkpoint {
         let file = File::open(path).map_err(|e| CheckpointError::io(path, e))?;
         // SAFETY: the file is opened read-only and the engine never writes through this mapping.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| CheckpointError::io(path, e))?;
+        // Weights are read whole, over and over: 2 MB pages where the kernel offers them (only a hint, so a refusal is fine).
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         let entries = header::parse(path, &map)?;
         self.shards.push(Shard {
             path: path.to_path_buf(),

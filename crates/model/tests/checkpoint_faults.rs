@@ -224,3 +224,21 @@ fn hash_table_naming_a_missing_expert_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn checkpoint_mappings_ask_for_huge_pages() {
+    if !std::path::Path::new("/proc/self/smaps").exists() {
+        eprintln!("skipped: no /proc/self/smaps on this system, so the mapping's flags cannot be read");
+        return;
+    }
+    let dir = copy_of(base(0));
+    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let file = single_file(dir.path());
+    let at = smaps
+        .find(&*file.to_string_lossy())
+        .expect("the checkpoint's mapping is listed");
+    let flags = smaps[at..].lines().find(|l| l.starts_with("VmFlags:")).unwrap();
+    assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
+    drop(ckpt);
+}

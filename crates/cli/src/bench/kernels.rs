@@ -25,7 +25,7 @@ pub struct KernelsArgs {
     /// Cycle each benchmark's weights through copies of at least this many MiB (far above the caches by default).
     #[arg(long, default_value_t = 256)]
     working_set_mib: usize,
-    /// FP8 and MXFP4 weights in anonymous memory advised MADV_HUGEPAGE (2 MB pages) instead of the heap's 4 KB pages.
+    /// FP8 and MXFP4 weights, and the read-bandwidth buffer, in anonymous memory advised MADV_HUGEPAGE (2 MB pages, as the engine's checkpoint mappings are advised) instead of the heap's 4 KB pages.
     #[arg(long)]
     huge_pages: bool,
 }
@@ -63,7 +63,7 @@ struct Bench<'a> {
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = SimdPath::best();
-    let read_before = read_bandwidth(2);
+    let read_before = read_bandwidth(2, args.huge_pages);
     let mut rows = Vec::new();
     // The most anonymous memory in huge pages while any benchmark's weights were held.
     let mut huge = 0;
@@ -109,7 +109,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         }
     }
     // Measured before and after the kernels; the larger is the conservative reference.
-    let read_after = read_bandwidth(2);
+    let read_after = read_bandwidth(2, args.huge_pages);
     let read_gbs = read_before.max(read_after);
     if args.json {
         let results: Vec<_> = rows
@@ -324,9 +324,13 @@ fn fp8_codes(seed: &mut u64, len: usize) -> Vec<u8> {
 }
 
 /// GB/s of `threads` threads summing disjoint halves of a large buffer, best of three passes.
-fn read_bandwidth(threads: usize) -> f64 {
-    let words = READ_BYTES / 8;
-    let buf: Vec<u64> = (0..words as u64).collect();
+fn read_bandwidth(threads: usize, huge: bool) -> f64 {
+    let bytes: Vec<u8> = (0..(READ_BYTES / 8) as u64).flat_map(u64::to_le_bytes).collect();
+    // The same pages as the weights: 2 MB ones under `--huge-pages`.
+    let held = place(bytes, huge);
+    // SAFETY: any eight bytes are a valid u64.
+    let (_, buf, _) = unsafe { held.align_to::<u64>() };
+    let words = buf.len();
     let mut best = 0f64;
     for _ in 0..3 {
         let start = Instant::now();
@@ -341,7 +345,7 @@ fn read_bandwidth(threads: usize) -> f64 {
                 .fold(0, u64::wrapping_add)
         });
         std::hint::black_box(total);
-        best = best.max(READ_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9);
+        best = best.max((words * 8) as f64 / start.elapsed().as_secs_f64() / 1e9);
     }
     best
 }
