@@ -4,7 +4,7 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::{CHUNK, LAYOUT};
-use super::x86::{CHUNK_BYTES, act16, chunk_bytes, group_fma, per_block, quarters4};
+use super::x86::{CHUNK_BYTES, act16, add_chunk, chunk_bytes, group_fma, lanes16, quarters4};
 use crate::gemm::{GROUP, PAIRS};
 use tensorfold_formats::e2m1;
 
@@ -175,20 +175,10 @@ pub(super) unsafe fn rows_exact(
                 *q = group_fma(&av, &d, t);
             }
         }
-        let s = _mm512_set1_ps(sa);
-        for (b, inner) in per_block(q).into_iter().enumerate() {
-            let kb = 4 * c + b;
-            if kb < blocks {
-                // SAFETY: swt holds `blocks` rows of 16.
-                let sw = unsafe { _mm512_loadu_ps(swt.as_ptr().add(kb * GROUP)) };
-                acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw), acc);
-            }
-        }
+        // SAFETY: swt holds `blocks` rows of 16 (asserted on entry).
+        acc = unsafe { add_chunk(acc, q, c, blocks, sa, swt) };
     }
-    let mut out = [0f32; PAIRS];
-    // SAFETY: 16 floats.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
-    out
+    lanes16(acc)
 }
 
 /// Whether this CPU runs `rows_exact`.

@@ -146,16 +146,39 @@ pub unsafe fn rows_avx512<'w>(
             });
             *q = group_fma(&av, &d, t);
         }
-        let s = _mm512_set1_ps(sa);
-        for (b, inner) in per_block(q).into_iter().enumerate() {
-            let kb = 4 * c + b;
-            if kb < blocks {
-                // SAFETY: swt holds `blocks` rows of 16.
-                let sw = unsafe { _mm512_loadu_ps(swt.as_ptr().add(kb * GROUP)) };
-                acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw), acc);
-            }
+        // SAFETY: swt holds `blocks` rows of 16 (asserted on entry).
+        acc = unsafe { add_chunk(acc, q, c, blocks, sa, swt) };
+    }
+    lanes16(acc)
+}
+
+/// `acc` plus chunk `c`'s block sums `q` (quarter-major) times the activation scale `sa` and each block's 16 weight scales in `swt` (which must hold `blocks` rows), blocks from `blocks` on left out.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn add_chunk(
+    mut acc: __m512,
+    q: [__m512; 4],
+    c: usize,
+    blocks: usize,
+    sa: f32,
+    swt: &[f32],
+) -> __m512 {
+    let s = _mm512_set1_ps(sa);
+    for (b, inner) in per_block(q).into_iter().enumerate() {
+        let kb = 4 * c + b;
+        if kb < blocks {
+            // SAFETY: the caller's swt holds `blocks` rows of 16.
+            let sw = unsafe { _mm512_loadu_ps(swt.as_ptr().add(kb * GROUP)) };
+            acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw), acc);
         }
     }
+    acc
+}
+
+/// The 16 lanes of `acc`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn lanes16(acc: __m512) -> [f32; PAIRS] {
     let mut out = [0f32; PAIRS];
     // SAFETY: 16 floats.
     unsafe { _mm512_storeu_ps(out.as_mut_ptr(), acc) };
