@@ -57,14 +57,15 @@ impl Dsv4Model {
         ops::rms_norm(dev, &emb, &w.enorm, eps, &mut e);
         let mut h = dev.alloc(streams.len());
         ops::rms_norm(dev, &dev.put_slice(streams), &w.hnorm, eps, &mut h);
-        let pe = linear::fp8(&pass, &e, &w.e_proj).into_vec(dev); // [rows, D]
-        let ph = linear::fp8(&pass, &h, &w.h_proj).into_vec(dev); // [rows * hc, D]
-        let x: Vec<f32> = ph
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| v + pe[(i / (hc * d)) * d + i % d])
-            .collect();
-        let x = block::block(&pass, layer_idx, &w.block, &dev.put(x), cache);
+        let pe = linear::fp8(&pass, &e, &w.e_proj); // [rows, D]
+        let ph = linear::fp8(&pass, &h, &w.h_proj); // [rows * hc, D]
+        // Each stream's h projection plus its row's e projection, on the device: a join of one slot and a "shared" row.
+        let mut pe_streams = dev.alloc(rows * hc * d);
+        let from: Vec<usize> = (0..rows * hc).map(|s| s / hc).collect();
+        pe_streams.copy_rows(dev, &(0..rows * hc).collect::<Vec<_>>(), &pe, &from, d);
+        let mut x = dev.alloc(rows * hc * d);
+        ops::moe_join(dev, &ph, &pe_streams, 1, d, &mut x);
+        let x = block::block(&pass, layer_idx, &w.block, &x, cache);
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
