@@ -200,15 +200,8 @@ mod tests {
 
     /// Deterministic bytes.
     fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
+        let mut rng = crate::rng::Rng::new(seed, 0);
+        (0..len).map(|_| rng.next_u64() as u8).collect()
     }
 
     /// Element values as the decoded bf16 row in `LAYOUT` order.
