@@ -231,6 +231,14 @@ fn checkpoint_mappings_ask_for_huge_pages() {
         eprintln!("skipped: no /proc/self/smaps on this system, so the mapping's flags cannot be read");
         return;
     }
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if thp.is_empty() || thp.contains("[never]") {
+        eprintln!(
+            "skipped: transparent huge pages are off in this kernel ({}), so no advice is taken",
+            thp.trim()
+        );
+        return;
+    }
     let dir = copy_of(base(0));
     let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
