@@ -130,6 +130,13 @@ impl<T: Elem> Act<T> {
     }
 }
 
+/// `n` device values that are written in full before they are read, not cleared first.
+fn scratch<T: Elem>(c: &super::device::CudaDevice, n: usize) -> CudaSlice<T> {
+    c.gpu
+        .scratch(n)
+        .unwrap_or_else(|e| panic!("allocating on CUDA failed: {e}"))
+}
+
 /// Row pairs merged into runs `(dst, src, rows)` where both sides continue one row apart.
 fn runs(dst_rows: &[usize], src_rows: &[usize]) -> Vec<(usize, usize, usize)> {
     let mut out: Vec<(usize, usize, usize)> = Vec::new();
@@ -155,8 +162,7 @@ impl Device {
     pub(crate) fn alloc<T: Elem>(&self, n: usize) -> Act<T> {
         match self.cuda() {
             None => Act::Host(vec![T::default(); n]),
-            // SAFETY: the buffer's contents are only read after the kernel it is handed to has written all of them.
-            Some(c) => Act::Dev(cuda_ok("allocating", unsafe { c.gpu.stream.alloc(n.max(1)) }), n),
+            Some(c) => Act::Dev(scratch(c, n), n),
         }
     }
 
@@ -167,8 +173,7 @@ impl Device {
             return acts.into_iter().map(|a| a.into_vec(self)).collect();
         }
         let c = self.cuda().expect("a GPU device");
-        // SAFETY: every element is copied into before the buffer is read back.
-        let mut all = cuda_ok("allocating", unsafe { c.gpu.stream.alloc::<T>(total.max(1)) });
+        let mut all = scratch::<T>(c, total);
         let mut at = 0;
         for a in &acts {
             let Act::Dev(src, n) = a else {

@@ -22,17 +22,12 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
     let width = shape.width();
     let kv = linear::bf16(pass, x, &w.wkv);
     let gate = linear::bf16(pass, x, &w.wgate);
-    // Each group's held rows from the host, then its new rows from the device, in one table per projection.
-    let (mut table_kv, mut table_gate) = (Table::new(width), Table::new(width));
-    let (mut token_idx, mut positions, mut counts) = (Vec::new(), Vec::new(), Vec::new());
+    // Table rows: each group's held rows, then its new ones; only the entries the rows finish read them.
+    let (mut token_idx, mut positions, mut counts, mut first_row) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for (g, group) in pass.groups.iter().enumerate() {
         let st = state(cache, pass, g, layer_idx, kind);
-        let first_row = table_kv.len();
-        table_kv.host_rows(&st.kv);
-        table_gate.host_rows(&st.gate);
-        table_kv.pass_rows(&group.rows);
-        table_gate.pass_rows(&group.rows);
         let base = first_row as i64 - st.first_pos as i64;
+        first_row += st.kv.len() / width + group.rows.len();
         let end = group.start as usize + group.rows.len();
         let (done_before, done_after) = (group.start as usize / ratio, end / ratio);
         for entry in done_before..done_after {
@@ -50,6 +45,14 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
     }
     let fresh = (!positions.is_empty()).then(|| {
         let num_new = positions.len();
+        let (mut table_kv, mut table_gate) = (Table::new(width), Table::new(width));
+        for (g, group) in pass.groups.iter().enumerate() {
+            let st = state(cache, pass, g, layer_idx, kind);
+            table_kv.host_rows(&st.kv);
+            table_gate.host_rows(&st.gate);
+            table_kv.pass_rows(&group.rows);
+            table_gate.pass_rows(&group.rows);
+        }
         let (table_kv, table_gate) = (table_kv.finish(pass, Some(&kv)), table_gate.finish(pass, Some(&gate)));
         let mut pooled = dev.alloc(num_new * hd);
         ops::compress(dev, &table_kv, &table_gate, &w.ape, &token_idx, shape, &mut pooled);
