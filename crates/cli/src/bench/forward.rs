@@ -27,9 +27,12 @@ pub struct ForwardArgs {
     /// Prompt rows in one pass.
     #[arg(long, default_value_t = 64)]
     prompt_tokens: usize,
-    /// Timed batch-1 decode steps after the prompt (one untimed step first).
+    /// Timed batch-1 decode steps after the prompt (two untimed steps first: the second records the graphs of repeated shapes).
     #[arg(long, default_value_t = 16)]
     decode_tokens: usize,
+    /// Launch every decode kernel on its own, without replaying repeated shapes as CUDA graphs.
+    #[arg(long)]
+    eager: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -72,10 +75,18 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
     Ok(())
 }
 
+/// CUDA graph launches so far on `device` (none on the CPU).
+fn graph_launches(device: &Device) -> u64 {
+    device.cuda().map_or(0, |c| c.graph_launches())
+}
+
 pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let model =
         load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
     let device = args.device.open(args.threads).map_err(|e| anyhow!(e))?;
+    if let (Device::Cuda(c), true) = (&device, args.eager) {
+        c.set_graphs(false);
+    }
     let t = Instant::now();
     let resident = model.upload(&device).map_err(|e| anyhow!(e))?;
     let upload_s = t.elapsed().as_secs_f64();
@@ -92,9 +103,12 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     step(&model, &mut cache2, &device, 0, &prompt)?;
     let prompt_s = t.elapsed().as_secs_f64();
     let mut pos = prompt.len();
-    step(&model, &mut cache, &device, pos, &[1])?;
-    pos += 1;
+    for _ in 0..2 {
+        step(&model, &mut cache, &device, pos, &[1])?;
+        pos += 1;
+    }
     let (reads0, wait0) = readbacks();
+    let graphs0 = graph_launches(&device);
     let t = Instant::now();
     for i in 0..args.decode_tokens {
         step(&model, &mut cache, &device, pos, &[(i * 31 % c.vocab_size) as u32])?;
@@ -102,6 +116,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     }
     let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
     let (reads1, wait1) = readbacks();
+    let graphs = (graph_launches(&device) - graphs0) as f64;
     let per_token = args.decode_tokens.max(1) as f64;
     let (layer_bytes, head_bytes) = bytes_per_token(&model);
     let layers = c.num_hidden_layers as f64;
@@ -123,6 +138,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_ms_per_layer": layer_ms,
         "decode_readbacks_per_token": (reads1 - reads0) as f64 / per_token,
         "decode_readback_ms_per_token": (wait1 - wait0) * 1e3 / per_token,
+        "decode_graph_launches_per_token": graphs / per_token,
         "weight_mb_per_layer_token": layer_bytes / 1e6,
         "head_mb_per_token": head_bytes / 1e6,
         "decode_weight_gbs": token_gbs,

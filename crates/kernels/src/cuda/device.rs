@@ -90,7 +90,8 @@ fn open() -> Result<Gpu, String> {
     unsafe { ctx.disable_event_tracking() };
     // A device without memory pools allocates synchronously: slower, the same results.
     keep_freed_memory(&ctx).ok();
-    let stream = ctx.default_stream();
+    // A stream of its own rather than the legacy default one, which cannot be captured into graphs.
+    let stream = ctx.new_stream().map_err(driver_err("stream"))?;
     Ok(Gpu {
         ctx,
         stream,

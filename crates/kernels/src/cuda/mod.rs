@@ -3,6 +3,7 @@
 mod args;
 mod compile;
 mod device;
+mod graph;
 mod libs;
 mod ranks;
 mod resident;
@@ -16,6 +17,7 @@ pub mod limits;
 pub use args::{In, Out, PushIn, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
+pub use graph::Graph;
 pub use resident::Resident;
 
 use std::fmt;

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use tensorfold_kernels::cuda::{In, Out};
 
 use super::device::Device;
@@ -193,6 +193,26 @@ impl Device {
                 flat[at - a.len()..at].to_vec()
             })
             .collect()
+    }
+
+    /// `n` copies of `v` on this device (filled on the stream under CUDA, no host copy).
+    pub(crate) fn fill(&self, n: usize, v: f32) -> Act {
+        match self.cuda() {
+            None => Act::Host(vec![v; n]),
+            Some(c) => {
+                let mut s = scratch::<f32>(c, n.max(1));
+                let stream = &c.gpu.stream;
+                {
+                    let (ptr, _sync) = s.device_ptr_mut(stream);
+                    // SAFETY: `s` holds at least `n.max(1)` f32 values, written on the stream that owns them.
+                    let r = unsafe {
+                        cudarc::driver::sys::cuMemsetD32Async(ptr, v.to_bits(), n.max(1), stream.cu_stream())
+                    };
+                    cuda_ok("filling", r.result());
+                }
+                Act::Dev(s, n)
+            }
+        }
     }
 
     /// Host values placed on this device (uploaded once under CUDA).

@@ -2,7 +2,7 @@
 
 use super::Pass;
 use super::act::Act;
-use super::{attention, moe, ops};
+use super::{attention, graph, moe, ops};
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Block, Hc};
 
@@ -47,7 +47,12 @@ pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache
     let (y, m) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
     let f = attention::attention(pass, layer_idx, &w.attn, &y, cache);
     let x = hc_out(pass, &m, &f, x);
-    let (y, m) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, &x);
+    graph::ffn(pass, w, &x)
+}
+
+/// Block `w`'s second sub-block over the streams `x`: the mixture of experts in its mHC mapping.
+pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
+    let (y, m) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
     let f = moe::moe(pass, &w.ffn, &y);
-    hc_out(pass, &m, &f, &x)
+    hc_out(pass, &m, &f, x)
 }

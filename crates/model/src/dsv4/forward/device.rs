@@ -24,16 +24,21 @@ pub struct CudaDevice {
     pub resident: Resident,
     /// Device address tables of each MoE's expert matrices, by the MoE's address and matrix.
     pub(crate) tables: Mutex<ExpertTables>,
+    /// Captured decode shapes, replayed as graphs.
+    pub(crate) replays: super::graph::Replays,
 }
 
 impl CudaDevice {
-    /// CUDA device `ordinal`, or why CUDA is unavailable.
+    /// CUDA device `ordinal`, or why CUDA is unavailable; `TENSORFOLD_CUDA_GRAPHS=0` turns graph replay off.
     pub fn open(ordinal: usize) -> Result<CudaDevice, String> {
-        Ok(CudaDevice {
+        let d = CudaDevice {
             gpu: cuda::select(ordinal)?,
             resident: Resident::default(),
             tables: Mutex::default(),
-        })
+            replays: Default::default(),
+        };
+        d.set_graphs(std::env::var("TENSORFOLD_CUDA_GRAPHS").map_or(true, |v| v.trim() != "0"));
+        Ok(d)
     }
 }
 

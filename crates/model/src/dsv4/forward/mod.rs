@@ -6,6 +6,7 @@ mod block;
 pub mod collective;
 mod compressor;
 pub mod device;
+mod graph;
 mod jobs;
 mod linear;
 mod moe;
@@ -96,6 +97,20 @@ impl<'a> Pass<'a> {
             self.model,
             self.ranks.clone(),
         )
+    }
+
+    /// This pass's rows with token ids `ids`, touching no sequence state: the fixed inputs of a graph capture.
+    fn with_ids(&self, ids: Act<i32>) -> Pass<'a> {
+        Pass {
+            device: self.device.clone(),
+            positions: self.positions.clone(),
+            groups: Vec::new(),
+            model: self.model,
+            ranks: None,
+            pos: self.device.zeros(0),
+            ids,
+            pending: RefCell::default(),
+        }
     }
 
     pub fn rows(&self) -> usize {

@@ -1,0 +1,76 @@
+//! Decode rounds replayed as CUDA graphs give the same logit bits as the same rounds launched kernel by kernel (skips, saying why, without CUDA).
+
+use std::sync::Arc;
+
+use tensorfold_model::dsv4::Dsv4Checkpoint;
+use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
+use tensorfold_model::dsv4::cache::Dsv4Cache;
+use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::forward::device::{CudaDevice, Device};
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::dsv4::weights::Dsv4Weights;
+use tensorfold_model::synth::{self, Preset, SynthOptions};
+
+fn model() -> Dsv4Model {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions {
+        preset: Preset::Tiny,
+        seed: 5,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template: true,
+        force: false,
+    };
+    synth::write(&opts).unwrap();
+    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
+    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
+    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+}
+
+/// Logit bits of a 9-token prompt, then of `steps` rounds of `rows` tokens each (1 row: plain decode; more: drafted rounds).
+fn rounds(m: &Dsv4Model, device: &Arc<CudaDevice>, rows: usize, steps: usize) -> Vec<Vec<u32>> {
+    let mut cache = Dsv4Cache::default();
+    let prompt: Vec<u32> = (0..9).map(|i| 11 + 37 * i).collect();
+    let mut pos = 0;
+    let mut out = Vec::new();
+    let mut step = |tokens: &[u32], pos: &mut usize| {
+        let mut b = Batch::default();
+        b.push_seq(SeqSlot(0), *pos as u32, tokens);
+        let o = m.forward(&b, &mut cache, Device::Cuda(device.clone()), false).unwrap();
+        *pos += tokens.len();
+        out.push(o.logits.iter().map(|v| v.to_bits()).collect());
+    };
+    step(&prompt, &mut pos);
+    for s in 0..steps {
+        let tokens: Vec<u32> = (0..rows).map(|r| (5 + 97 * s + 13 * r) as u32).collect();
+        step(&tokens, &mut pos);
+    }
+    out
+}
+
+#[test]
+fn replayed_decode_rounds_match_launched_ones() {
+    let open = || CudaDevice::open(0).map(Arc::new);
+    let (eager, replayed) = match (open(), open()) {
+        (Ok(e), Ok(r)) => (e, r),
+        (Err(why), _) | (_, Err(why)) => {
+            eprintln!("skipping replayed_decode_rounds_match_launched_ones: {why}");
+            return;
+        }
+    };
+    eager.set_graphs(false);
+    let m = model();
+    for rows in [1, 3] {
+        let before = replayed.graph_launches();
+        let want = rounds(&m, &eager, rows, 5);
+        let got = rounds(&m, &replayed, rows, 5);
+        assert_eq!(eager.graph_launches(), 0, "graphs were off");
+        let layers = m.config.num_hidden_layers as u64;
+        assert!(
+            replayed.graph_launches() - before >= 3 * layers,
+            "{rows} rows: {} graph launches",
+            replayed.graph_launches() - before
+        );
+        assert!(want == got, "{rows} rows: replayed logits differ from launched ones");
+    }
+}
