@@ -17,7 +17,7 @@ pub mod limits;
 pub use args::{In, Out, PushIn, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
-pub use graph::Graph;
+pub use graph::{Graph, Turn, holds_turn, turn};
 pub use resident::Resident;
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Decode rounds' MoE halves as CUDA graphs: per block and row count, captured at the second sighting and replayed by one launch after.
+//! Decode rounds' MoE halves as CUDA graphs: per block and row count, captured at the second sighting and replayed by one launch after; only in passes that hold the stream.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use cudarc::driver::CudaSlice;
-use tensorfold_kernels::cuda::{Gpu, Graph};
+use tensorfold_kernels::cuda::{self, Gpu, Graph};
 
 use super::act::Act;
 use super::device::CudaDevice;
@@ -63,11 +63,8 @@ fn cuda_ok<R>(what: &str, r: Result<R, impl std::fmt::Debug>) -> R {
 
 /// The MoE half of block `w` on streams `x`: replayed from a graph where this shape ran before, else run eagerly.
 pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
-    let Some(c) = pass
-        .device
-        .cuda()
-        .filter(|c| c.replays.on.load(Ordering::Relaxed) && slots::by_slot(pass))
-    else {
+    let replays = |c: &&CudaDevice| c.replays.on.load(Ordering::Relaxed) && cuda::holds_turn() && slots::by_slot(pass);
+    let Some(c) = pass.device.cuda().filter(replays) else {
         return block::ffn(pass, w, x);
     };
     let key = (w as *const Block as usize, pass.rows());

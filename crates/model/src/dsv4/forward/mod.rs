@@ -122,6 +122,14 @@ impl<'a> Pass<'a> {
     }
 }
 
+/// The process stream held for a pass on one GPU (ranks' passes share theirs), so its graph captures record only its own work.
+fn turn(device: &Device, opts: &ForwardOptions) -> Option<tensorfold_kernels::cuda::Turn> {
+    device
+        .cuda()
+        .filter(|_| opts.ranks.is_none())
+        .map(|_| tensorfold_kernels::cuda::turn())
+}
+
 /// What a forward pass returns besides the logits of every row.
 #[derive(Clone, Debug, Default)]
 pub struct ForwardOptions {
@@ -241,7 +249,9 @@ impl Dsv4Model {
     ) -> Result<Output, String> {
         let keep_layers = opts.keep_layers;
         let c = &self.config;
-        let mut pass = self.pass(batch, cache, device.into(), 0..c.num_hidden_layers, |seq| seq.len)?;
+        let device = device.into();
+        let _turn = turn(&device, opts);
+        let mut pass = self.pass(batch, cache, device, 0..c.num_hidden_layers, |seq| seq.len)?;
         pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let dev = &pass.device;

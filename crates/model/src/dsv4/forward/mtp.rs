@@ -38,7 +38,9 @@ impl Dsv4Model {
             .get(mtp_idx)
             .ok_or_else(|| format!("the checkpoint has no MTP layer {mtp_idx}"))?;
         let layer_idx = c.num_hidden_layers + mtp_idx;
-        let mut pass = self.pass(batch, cache, device.into(), layer_idx..layer_idx + 1, |seq| {
+        let device = device.into();
+        let _turn = super::turn(&device, opts);
+        let mut pass = self.pass(batch, cache, device, layer_idx..layer_idx + 1, |seq| {
             seq.mtp_len[mtp_idx]
         })?;
         pass.ranks = opts.ranks.clone();

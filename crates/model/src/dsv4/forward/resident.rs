@@ -97,6 +97,7 @@ impl Dsv4Model {
         let Some(c) = device.cuda() else {
             return Ok(0);
         };
+        let _turn = tensorfold_kernels::cuda::turn();
         let (u, w) = (Up(c), &self.weights);
         u.put::<u8>(&w.embed.bytes)?;
         for b in &w.layers {
