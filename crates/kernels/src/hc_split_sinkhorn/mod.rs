@@ -44,6 +44,7 @@ impl Kernel for HcSplitSinkhorn {
             (7, 2, 20),
             (3, 1, 20),
             (5, 7, 20),
+            (40, 8, 20),
         ] {
             cases.push(Case::new(rows, &[("hc", hc), ("iters", iters)]));
         }
