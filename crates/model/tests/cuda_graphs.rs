@@ -1,30 +1,17 @@
 //! Decode rounds replayed as CUDA graphs give the same logit bits as the same rounds launched kernel by kernel (skips, saying why, without CUDA).
 
+mod common;
+
 use std::sync::Arc;
 
-use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::Dsv4Model;
 use tensorfold_model::dsv4::forward::device::{CudaDevice, Device};
 use tensorfold_model::dsv4::semantics::Semantics;
-use tensorfold_model::dsv4::weights::Dsv4Weights;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
 
 fn model() -> Dsv4Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        seed: 5,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write(&opts).unwrap();
-    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
-    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
-    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+    common::tiny_dsv4(5, Semantics::official())
 }
 
 /// Logit bits of a 9-token prompt, then of `steps` rounds of `rows` tokens each (1 row: plain decode; more: drafted rounds).

@@ -1,32 +1,19 @@
 //! Resume from blocks alone: a sequence rebuilt from another's blocks at a boundary runs on bit-equal to it, main and MTP layers, and whole blocks hold every float of the state.
 
+mod common;
+
 use tensorfold_kernels::cpu::CpuLaunch;
-use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::blocks::BLOCK_TOKENS;
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
 use tensorfold_model::dsv4::semantics::Semantics;
-use tensorfold_model::dsv4::weights::Dsv4Weights;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
 
 const RAN: SeqSlot = SeqSlot(0);
 const RESUMED: SeqSlot = SeqSlot(1);
 
 fn model() -> Dsv4Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        seed: 4,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write(&opts).unwrap();
-    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
-    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
-    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+    common::tiny_dsv4(4, Semantics::official())
 }
 
 fn tokens(n: usize) -> Vec<u32> {

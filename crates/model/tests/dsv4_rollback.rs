@@ -1,30 +1,17 @@
 //! Draft rollback: rows run under a mark and settled back equal a serial run that only saw the kept tokens.
 
+mod common;
+
 use tensorfold_kernels::cpu::CpuLaunch;
-use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::{Dsv4Cache, SeqCache, Stage};
 use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions};
 use tensorfold_model::dsv4::semantics::Semantics;
-use tensorfold_model::dsv4::weights::Dsv4Weights;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
 
 const SEQ: SeqSlot = SeqSlot(0);
 
 fn model() -> Dsv4Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        seed: 3,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write(&opts).unwrap();
-    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
-    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
-    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+    common::tiny_dsv4(3, Semantics::official())
 }
 
 fn tokens(n: usize, salt: u32) -> Vec<u32> {

@@ -1,28 +1,15 @@
 //! Row independence: a sequence's logits are the same bits in any chunking, beside any other rows, on 1 or 2 threads.
 
+mod common;
+
 use tensorfold_kernels::cpu::{CpuLaunch, SimdPath};
-use tensorfold_model::dsv4::Dsv4Checkpoint;
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::Dsv4Model;
 use tensorfold_model::dsv4::semantics::Semantics;
-use tensorfold_model::dsv4::weights::Dsv4Weights;
-use tensorfold_model::synth::{self, Preset, SynthOptions};
 
 fn model() -> Dsv4Model {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = SynthOptions {
-        preset: Preset::Tiny,
-        seed: 3,
-        out: dir.path().to_path_buf(),
-        shard_bytes: synth::DEFAULT_SHARD_BYTES,
-        chat_template: true,
-        force: false,
-    };
-    synth::write(&opts).unwrap();
-    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
-    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
-    Dsv4Model::new(ckpt.config, weights, Semantics::official())
+    common::tiny_dsv4(3, Semantics::official())
 }
 
 fn prompt(n: usize, salt: u32) -> Vec<u32> {

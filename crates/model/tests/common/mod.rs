@@ -5,6 +5,10 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use tensorfold_model::dsv4::Dsv4Checkpoint;
+use tensorfold_model::dsv4::forward::Dsv4Model;
+use tensorfold_model::dsv4::semantics::Semantics;
+use tensorfold_model::dsv4::weights::Dsv4Weights;
 use tensorfold_model::dsv41::forward::{Dsv41Model, load_model};
 use tensorfold_model::synth::{self, Dsv41Preset, Preset, SynthOptions};
 
@@ -31,6 +35,23 @@ pub fn base(shard_mib: u64) -> &'static Path {
         dir
     })
     .path()
+}
+
+/// A tiny V4 synth of `seed` with `semantics`, its checkpoint written to a temp dir that is gone once the weights are mapped.
+pub fn tiny_dsv4(seed: u64, semantics: Semantics) -> Dsv4Model {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions {
+        preset: Preset::Tiny,
+        seed,
+        out: dir.path().to_path_buf(),
+        shard_bytes: synth::DEFAULT_SHARD_BYTES,
+        chat_template: true,
+        force: false,
+    };
+    synth::write(&opts).unwrap();
+    let ckpt = Dsv4Checkpoint::open(dir.path()).unwrap();
+    let weights = Dsv4Weights::new(&ckpt.weights, &ckpt.config);
+    Dsv4Model::new(ckpt.config, weights, semantics)
 }
 
 /// A private copy of a base checkpoint.
