@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (about two blocks an SM, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -46,6 +46,14 @@ def launch(f, grid, block, args):
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+
+
+def rows_blocks(tiles, per):
+    """The `_rows` launchers' column blocks (fp8_gemm/cuda.rs rows_blocks) with --rows-grid, else one a tile."""
+    if "--rows-grid" not in sys.argv:
+        return tiles
+    want = max(2 * torch.cuda.get_device_properties(0).multi_processor_count // max(per, 1), 1)
+    return -(-tiles // -(-tiles // want))
 
 
 def timed(fn, reps=20, batch=20):
@@ -121,7 +129,7 @@ def main():
             # Up to 16 rows take the `_rows` entry in 16-column tiles, as the host functions do.
             suffix = "_rows" if m <= 16 and kind != "bf16" else ""
             tiles = (n + 15) // 16 if suffix else ((n + 127) // 128) * ((m + 63) // 64)
-            grid = min(tiles, 65535)
+            grid = min(rows_blocks(tiles, 1) if suffix else tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
@@ -170,7 +178,7 @@ def main():
                     vals = [ctypes.c_uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int32(a) for a in args]
                     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
                     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                    check(CU.cuLaunchKernel(f, (n + 15) // 16, slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+                    check(CU.cuLaunchKernel(f, rows_blocks((n + 15) // 16, slots * z), slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
                 run()
                 torch.cuda.synchronize()
@@ -200,9 +208,9 @@ def main():
             ms_rot = timed(lambda: run(ws[next(turn) % len(ws)]))
             flops = 2.0 * m * n * k
             a16, b16 = x.to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16)
-            ms_bf16 = timed(lambda: torch.matmul(a16, b16.T))
+            ms_bf16 = ms if "--no-torch" in sys.argv else timed(lambda: torch.matmul(a16, b16.T))
             ms_fp8 = None
-            if m % 16 == 0 and hasattr(torch, "_scaled_mm"):
+            if m % 16 == 0 and "--no-torch" not in sys.argv and hasattr(torch, "_scaled_mm"):
                 a8, b8 = a16.to(torch.float8_e4m3fn), b16.to(torch.float8_e4m3fn)
                 one = torch.ones((), device="cuda")
                 try:

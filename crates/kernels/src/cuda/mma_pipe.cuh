@@ -616,13 +616,296 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     }
 }
 
-// tf_mma_rows for m rows (1 to 16): the code for rows 8 to 15 only where m needs it, one shared layout for both.
+// The e2m1 pairs of x's four bytes as the f16x2 words tf_e2m1x2_to_f16x2 makes of each (byte i to h[i]): every low and high nibble's sign and magnitude bits placed at once, then a byte permute, mask and multiply a word.
+__device__ __forceinline__ void tf_e2m1x8_rows(u32 x, int swap, u32* h) {
+    if (swap) x = ((x >> 4) & 0x0f0f0f0fu) | ((x << 4) & 0xf0f0f0f0u);
+    u32 lo = ((x << 4) & 0x80808080u) | ((x << 1) & 0x7f7f7f7fu), hi = (x & 0x80808080u) | ((x >> 3) & 0x7f7f7f7fu);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(__byte_perm(lo, hi, (u32)(i << 4 | (4 + i) << 12)) & 0x8e008e00u, 0x74007400u);
+}
+
+// Asynchronous copy of `bytes` (0..4, the rest zero-filled) from global src into 4 bytes at shared address dst.
+__device__ __forceinline__ void tf_cp_async4_at(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void tf_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// tf_mma_rows_lo's shared memory: each warp's ring of raw weight chunks (and, FP4, their scale bytes), one round's partials of rows 0 to 7, and scales.
+template <int FMT>
+struct TfRowsLoSmem {
+    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : 3;
+    __align__(16) u8 ring[8][RD][ROWS_BN * WROW];
+    __align__(16) u8 rsc[8][RD][FMT == MMA_FP8 ? 16 : ROWS_BN * 4];
+    float pbuf[8][P][8 * ROWS_BN];
+    float sws[8 * P][ROWS_BN];
+    float sas[8][8];
+};
+
+// Up to 8 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    using S = TfRowsLoSmem<FMT>;
+    constexpr int P = S::P, WROW = S::WROW, RD = S::RD;
+    constexpr int NP = ROWS_BN * WROW / 16 / 32;
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    int tiles = (n + ROWS_BN - 1) / ROWS_BN;
+    int nblk = (k + 127) / 128;
+    int kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int stages = (kend + MMA_BK - 1) / MMA_BK;
+    int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
+    int parts = FMT == MMA_FP8 ? chunks : stages;
+    bool rev = false;
+#ifdef TF_FAULT_order_by_tile
+    rev = true;
+#endif
+    int swap = 0;
+#ifdef TF_FAULT_swap_nibbles
+    swap = 1;
+#endif
+    size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
+    bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
+    bool svec = FMT == MMA_FP4 && (k / 32) % 4 == 0 && ((size_t)w_scale % 4) == 0;
+    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
+    // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn.
+    int items = (int)blockIdx.x < tiles ? ((tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1) * rounds : 0;
+    auto tile_of = [&](int it) { return (int)blockIdx.x + it / rounds * (int)gridDim.x; };
+    auto round_of = [&](int it) { return rev ? rounds - 1 - it % rounds : it % rounds; };
+    // Piece p of a lane: row pr(p), 16 bytes at pk(p) of the chunk's row (FP8: 8 lanes a row; FP4: 4 lanes a row), at byte poff(p) of a ring slot (16-byte slots swizzled against bank conflicts).
+    auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
+    auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
+    auto swz = [&](int row, int v) { return FMT == MMA_FP8 ? (v ^ (row & 7)) : (v ^ ((row >> 1) & 3)); };
+    auto poff = [&](int p) { return pr(p) * WROW + (swz(pr(p), pk(p)) << 4); };
+    u32 ring0 = tf_smem_addr(&sm.ring[warp][0][0]), rsc0 = tf_smem_addr(&sm.rsc[warp][0][0]);
+    // Item it's weight pieces of this warp (FP4: and scale bytes) into ring slot it % RD, zeros outside the matrix; one copy group a call.
+    auto issue = [&](int it) {
+        if (it < items) {
+            int n0 = tile_of(it) * ROWS_BN, c = 8 * round_of(it) + warp, slot = it % RD;
+            u32 dst = ring0 + (u32)(slot * ROWS_BN * WROW);
+            bool whole = (FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages) && n0 + ROWS_BN <= n;
+#pragma unroll
+            for (int p = 0; p < NP; ++p) {
+                int gn = n0 + pr(p), v = pk(p), bytes = 16;
+                if (!whole) {
+                    bytes = 0;
+                    if (gn < n) {
+                        if constexpr (FMT == MMA_FP8)
+                            bytes = c * 128 + 16 * v < stages * MMA_BK ? max(0, min(16, kend - c * 128 - 16 * v)) : 0;
+                        else
+                            bytes = 4 * c + v < stages ? 16 : 0;
+                    }
+                }
+                const u8* src = w + (size_t)min(gn, n - 1) * wstride + c * WROW + 16 * v;
+                if (vec)
+                    tf_cp_async16_at(dst + poff(p), bytes > 0 ? src : w, bytes);
+                else
+                    *(uint4*)&sm.ring[warp][slot][poff(p)] = tf_ldg_part(src, bytes, false);
+            }
+            if constexpr (FMT == MMA_FP4) {
+                if (lane < ROWS_BN) {
+                    int gn = n0 + lane;
+                    bool live = gn < n && c < chunks;
+                    const u8* src = w_scale + (size_t)min(gn, n - 1) * (k / 32) + 4 * c;
+                    if (svec) {
+                        tf_cp_async4_at(rsc0 + (u32)(slot * ROWS_BN * 4 + 4 * lane), live ? src : w_scale, live ? 4 : 0);
+                    } else {
+                        u32 v = 0;
+#pragma unroll 1
+                        for (int s = 0; s < 4; ++s)
+                            if (live && 4 * c + s < stages) v |= (u32)src[s] << (8 * s);
+                        *(u32*)&sm.rsc[warp][slot][4 * lane] = v;
+                    }
+                }
+            }
+        }
+        tf_cp_commit();
+    };
+    // A fragments (rows 0 to 7) and scales of item it, loaded an item ahead of their use (zeros past the last item).
+    u32 af[8][2];
+    float sw_ld = 0.0f, sa_ld = 0.0f;
+    auto load_a = [&](int it) {
+        bool live = it < items;
+        int r = round_of(it), c = 8 * r + warp;
+        // A chunk wholly inside K: the same words with only the row test.
+        if (live && c < chunks && c * 128 + 128 <= kend) {
+            const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) af[j][h] = g < m ? *(const u32*)(base + 16 * j + 8 * h) : 0u;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                int k0 = c * 128 + 16 * j;
+                bool ok = live && c < chunks && k0 < stages * MMA_BK && g < m;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    int kk = k0 + 2 * t4 + 8 * h;
+                    const u16* src = q + (size_t)g * q_stride + kk;
+                    u32 v = 0;
+                    if (ok && kk + 1 < kend)
+                        v = *(const u32*)src;
+                    else if (ok && kk < kend)
+                        v = src[0];
+                    af[j][h] = v;
+                }
+            }
+        }
+        if constexpr (FMT == MMA_FP8) {
+            int t = 8 * r + tid % 8;
+            int gn = min((live ? tile_of(it) * ROWS_BN : 0) + tid / 8, n - 1);
+            sw_ld = 0.0f;
+            if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
+        }
+        sa_ld = 0.0f;
+        if (live && tid < 64 && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
+    };
+#pragma unroll
+    for (int d = 0; d < RD; ++d) issue(d);
+    load_a(0);
+    float acc = 0.0f;
+    for (int it = 0; it < items; ++it) {
+        int r = round_of(it), c = 8 * r + warp, slot = it % RD;
+        u8* ws = sm.ring[warp][slot];
+        // This lane's copies of the item have landed: its pieces permuted in place so one 32-bit word is one lane's fragment.
+        tf_cp_wait<RD - 1>();
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+            uint4 x = *(const uint4*)&ws[poff(p)], o;
+            if constexpr (FMT == MMA_FP8) {
+                // Word t4 holds k pairs 2 t4 and 8 + 2 t4: b0 and b1 of lane t4.
+                o.x = __byte_perm(x.x, x.z, 0x5410), o.y = __byte_perm(x.x, x.z, 0x7632);
+                o.z = __byte_perm(x.y, x.w, 0x5410), o.w = __byte_perm(x.y, x.w, 0x7632);
+            } else {
+                // Word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12: lane t4's (j, h) = (0, 0), (0, 1), (1, 0), (1, 1) of the piece.
+                u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
+                u32 cc = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
+                o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
+                o.z = __byte_perm(cc, d, 0x5410), o.w = __byte_perm(cc, d, 0x7632);
+            }
+            *(uint4*)&ws[poff(p)] = o;
+        }
+        __syncwarp();
+        // bw[x][mi]: fragment words of (ni, j) = (mi % 2, 2 x + mi / 2) for FP8, of (ni, 16-byte piece) = (mi % 2, 2 x + mi / 2) for FP4.
+        constexpr int NX = FMT == MMA_FP8 ? 4 : 2;
+        u32 bw[NX][4];
+#pragma unroll
+        for (int x = 0; x < NX; ++x) {
+            int mi = lane / 8, row = (mi % 2) * 8 + lane % 8, v = 2 * x + mi / 2;
+            tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (swz(row, v) << 4)]);
+        }
+        if constexpr (FMT == MMA_FP4) {
+            if (lane < ROWS_BN) {
+                u32 sc = *(const u32*)&sm.rsc[warp][slot][4 * lane];
+#pragma unroll
+                for (int p = 0; p < P; ++p) sm.sws[warp * P + p][lane] = tf_e8m0_to_f32((u8)(sc >> (8 * p)));
+            }
+        }
+        // Every lane is done with the slot before it is refilled RD items on.
+        __syncwarp();
+        issue(it + RD);
+        float part[P][2][2];
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni) part[p][ni][0] = part[p][ni][1] = 0.0f;
+        if (c < chunks) {
+#pragma unroll
+            for (int jj = 0; jj < 8; jj += 2) {
+                if (c * 128 + 16 * jj >= stages * MMA_BK) break;
+                // The k16 steps jj, jj + 1 (FP4: one 32-wide stage, the bytes of its two words).
+                u32 h[2][4];
+                if constexpr (FMT == MMA_FP4) {
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) tf_e2m1x8_rows(bw[jj / 4][ni + 2 * ((jj / 2) % 2)], swap, h[ni]);
+                }
+#pragma unroll
+                for (int j = jj; j < jj + 2; ++j) {
+                    if (c * 128 + 16 * j >= stages * MMA_BK) break;
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        u32 b[2];
+                        if constexpr (FMT == MMA_FP8)
+                            tf_rows_e4m3x4(bw[j / 2][ni + 2 * (j % 2)], b);
+                        else
+                            b[0] = h[ni][2 * (j % 2)], b[1] = h[ni][2 * (j % 2) + 1];
+                        u32 a[4] = {af[j][0], 0u, af[j][1], 0u};
+                        tf_mma_f16_lo(part[j / (FMT == MMA_FP8 ? 8 : 2)][ni], a, b);
+                    }
+                }
+            }
+#pragma unroll
+            for (int p = 0; p < P; ++p)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) sm.pbuf[warp][p][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[p][ni][e];
+        }
+        if constexpr (FMT == MMA_FP8) {
+            if (tid < 8 * ROWS_BN) sm.sws[tid % 8][tid / 8] = sw_ld;
+        }
+        if (tid < 64) sm.sas[tid / 8][tid % 8] = sa_ld;
+        load_a(it + 1);
+#if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
+        __syncthreads();
+#endif
+        // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
+        if (2 * warp < m) {
+#pragma unroll
+            for (int i0 = 0; i0 < 8 * P; i0 += 8) {
+                float pv[8], sv[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    float sa = sm.sas[orow][i / P];
+#ifdef TF_FAULT_lost_act_scale
+                    sa = 1.0f;
+#endif
+                    pv[u] = sm.pbuf[i / P][i % P][orow * ROWS_BN + ocol], sv[u] = sa * sm.sws[i][ocol];
+                }
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
+                    if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
+                }
+            }
+            // A tile's last round: its outputs out.
+            if (it % rounds == rounds - 1) {
+                int gn = tile_of(it) * ROWS_BN + ocol;
+                bool skip = orow >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+                skip = skip || gn == n - 1;
+#endif
+                if (!skip) y[(size_t)orow * y_stride + gn] = acc;
+                acc = 0.0f;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// tf_mma_rows' two shared layouts: 9 to 16 rows, 8 or fewer.
+template <int FMT>
+union TfRowsShared {
+    TfRowsSmem<FMT> hi;
+    TfRowsLoSmem<FMT> lo;
+};
+
+// tf_mma_rows for m rows (1 to 16): the register-prefetch path where rows 8 to 15 are live, the shared-ring path where they are not.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    __shared__ TfRowsSmem<FMT> sm;
+    __shared__ TfRowsShared<FMT> sm;
     if (m > 8)
-        tf_mma_rows<FMT, true>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_rows<FMT, true>(sm.hi, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else
-        tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_rows_lo<FMT>(sm.lo, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

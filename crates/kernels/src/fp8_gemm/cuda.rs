@@ -11,6 +11,12 @@ pub const MAX_K: usize = 8192;
 /// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
 pub const DECODE_ROWS: usize = 16;
 
+/// Column blocks of a `_rows` launch over `tiles` 16-column tiles, `per` such launches side by side (slots): about two blocks an SM in all, each taking an equal share of tiles in turn, so its copies run on from one tile into the next.
+pub fn rows_blocks(sms: u32, tiles: usize, per: usize) -> usize {
+    let want = (2 * sms as usize / per.max(1)).max(1);
+    tiles.div_ceil(tiles.div_ceil(want).max(1))
+}
+
 /// Blocks for the quantiser over `rows` rows of `k`: one warp per (row, 128-block).
 pub fn quant_blocks(launch: &CudaLaunch, rows: usize, k: usize) -> usize {
     (rows * k.div_ceil(128)).div_ceil((launch.block as usize / 32).max(1))
@@ -78,7 +84,7 @@ pub fn fp8_gemm_cuda<'a>(
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
         let (f, entry, tiles) = if m <= DECODE_ROWS {
-            (&rows, "fp8_gemm_rows", n.div_ceil(16))
+            (&rows, "fp8_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1))
         } else {
             (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
         };

@@ -4,7 +4,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, PushIn, Staged};
 use crate::faults::Faults;
-use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
+use crate::fp8_gemm::{DECODE_ROWS, MAX_K, rows_blocks};
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
@@ -87,7 +87,7 @@ pub fn mxfp4_gemm_cuda<'a>(
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
         let (entry, tiles) = if m <= DECODE_ROWS {
-            ("mxfp4_gemm_rows", n.div_ceil(16))
+            ("mxfp4_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1))
         } else {
             ("mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
@@ -149,7 +149,7 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
         let z = tables.len();
         let (t0, t1) = (tables[0], tables[z - 1]);
-        let mut cfg = launch.config(n.div_ceil(16));
+        let mut cfg = launch.config(rows_blocks(gpu.sms, n.div_ceil(16), slots * z));
         cfg.grid_dim.1 = slots.max(1) as u32;
         cfg.grid_dim.2 = z as u32;
         let null = 0u64;
