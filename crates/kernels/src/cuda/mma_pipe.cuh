@@ -652,7 +652,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                                                const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     using S = TfRowsLoSmem<FMT>;
     constexpr int P = S::P, WROW = S::WROW, RD = S::RD;
-    constexpr int NP = ROWS_BN * WROW / 16 / 32;
+    constexpr int NP = ROWS_BN * WROW / 16 / 32, RA = 4;;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles = (n + ROWS_BN - 1) / ROWS_BN;
     int nblk = (k + 127) / 128;
@@ -812,16 +812,12 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
         // Every lane is done with the slot before it is refilled RD items on.
         __syncwarp();
         issue(it + RD);
-        float part[P][2][2];
-#pragma unroll
-        for (int p = 0; p < P; ++p)
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni) part[p][ni][0] = part[p][ni][1] = 0.0f;
         if (c < chunks) {
+            // FP8: one partial over the chunk's 8 k16 steps; FP4: one a 32-wide stage (steps jj, jj + 1, the bytes of two words), stored as it closes.
+            float part[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
             for (int jj = 0; jj < 8; jj += 2) {
                 if (c * 128 + 16 * jj >= stages * MMA_BK) break;
-                // The k16 steps jj, jj + 1 (FP4: one 32-wide stage, the bytes of its two words).
                 u32 h[2][4];
                 if constexpr (FMT == MMA_FP4) {
 #pragma unroll
@@ -838,16 +834,26 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                         else
                             b[0] = h[ni][2 * (j % 2)], b[1] = h[ni][2 * (j % 2) + 1];
                         u32 a[4] = {af[j][0], 0u, af[j][1], 0u};
-                        tf_mma_f16_lo(part[j / (FMT == MMA_FP8 ? 8 : 2)][ni], a, b);
+                        tf_mma_f16_lo(part[ni], a, b);
                     }
                 }
-            }
+                if (FMT == MMA_FP4 || jj == 6) {
 #pragma unroll
-            for (int p = 0; p < P; ++p)
+                    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            sm.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                            part[ni][e] = 0.0f;
+                        }
+                }
+            }
+            // A chunk cut short by K (FP8): its partial as far as it goes.
+            if (FMT == MMA_FP8 && c * 128 + 128 > stages * MMA_BK) {
 #pragma unroll
                 for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) sm.pbuf[warp][p][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[p][ni][e];
+                    for (int e = 0; e < 2; ++e) sm.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+            }
         }
         if constexpr (FMT == MMA_FP8) {
             if (tid < 8 * ROWS_BN) sm.sws[tid % 8][tid / 8] = sw_ld;
@@ -857,13 +863,13 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
         __syncthreads();
 #endif
-        // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
+        // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; RA read ahead of their adds; warps holding no live row skip them.
         if (2 * warp < m) {
 #pragma unroll
-            for (int i0 = 0; i0 < 8 * P; i0 += 8) {
-                float pv[8], sv[8];
+            for (int i0 = 0; i0 < 8 * P; i0 += RA) {
+                float pv[RA], sv[RA];
 #pragma unroll
-                for (int u = 0; u < 8; ++u) {
+                for (int u = 0; u < RA; ++u) {
                     int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
                     float sa = sm.sas[orow][i / P];
 #ifdef TF_FAULT_lost_act_scale
@@ -872,7 +878,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                     pv[u] = sm.pbuf[i / P][i % P][orow * ROWS_BN + ocol], sv[u] = sa * sm.sws[i][ocol];
                 }
 #pragma unroll
-                for (int u = 0; u < 8; ++u) {
+                for (int u = 0; u < RA; ++u) {
                     int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
                     if (8 * r * P + i < parts) acc = fmaf(pv[u], sv[u], acc);
                 }
@@ -890,6 +896,14 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
         }
         __syncthreads();
     }
+}
+
+// tf_mma_rows_lo for m rows (1 to 8) with only its own shared layout.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, const u8* w_scale,
+                                              int col0, float* y, int y_stride, int m, int n, int k) {
+    __shared__ TfRowsLoSmem<FMT> sm;
+    tf_mma_rows_lo<FMT>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 // tf_mma_rows' two shared layouts: 9 to 16 rows, 8 or fewer.
