@@ -108,3 +108,35 @@ pub fn fp8_gemm_cuda<'a>(
     }
     y.finish(gpu)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rows_blocks;
+
+    #[test]
+    fn rows_blocks_share_tiles_evenly_within_the_target() {
+        for &(sms, per, per_sm) in &[
+            (132u32, 1usize, 3usize),
+            (132, 12, 3),
+            (108, 6, 2),
+            (1, 1, 1),
+            (132, 1000, 3),
+        ] {
+            let want = (per_sm * sms as usize / per).max(1);
+            for tiles in [1usize, 7, 32, 64, 128, 256, 2048, 65_535] {
+                let blocks = rows_blocks(sms, tiles, per, per_sm);
+                assert!(
+                    (1..=tiles.min(want)).contains(&blocks),
+                    "{tiles} tiles {want} wanted: {blocks}"
+                );
+                // Every block takes ceil or floor of the same share, and no block is left without a tile.
+                let share = tiles.div_ceil(blocks);
+                assert!(
+                    share * blocks >= tiles && (share - 1) * blocks < tiles,
+                    "{tiles} over {blocks}"
+                );
+                assert_eq!(share, tiles.div_ceil(want), "{tiles} tiles, {want} wanted");
+            }
+        }
+    }
+}
