@@ -30,6 +30,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     source: concat!(
         include_str!("../cuda/mma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
+        include_str!("../cuda/mma_rows.cuh"),
         include_str!("fp8_gemm.cu")
     ),
     entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows", "fp8_gemm_rows8"],
