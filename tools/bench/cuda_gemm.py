@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -24,14 +24,17 @@ def check(r, what):
         raise RuntimeError(f"{what}: CUresult {r}")
 
 
-def load(path, entries):
+def load(path, entries, optional=()):
     module = ctypes.c_void_p()
     data = open(path, "rb").read()
     check(CU.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(data)), f"cuModuleLoadData {path}")
     out = {}
-    for e in entries:
+    for e in list(entries) + list(optional):
         f = ctypes.c_void_p()
-        check(CU.cuModuleGetFunction(ctypes.byref(f), module, e.encode()), f"cuModuleGetFunction {e}")
+        r = CU.cuModuleGetFunction(ctypes.byref(f), module, e.encode())
+        if e in optional and r != 0:
+            continue
+        check(r, f"cuModuleGetFunction {e}")
         out[e] = f
     return out
 
@@ -46,6 +49,16 @@ def launch(f, grid, block, args):
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+
+
+def rows_blocks(tiles, per, per_sm):
+    """The `_rows` launchers' column blocks (fp8_gemm/cuda.rs rows_blocks) with --rows-grid, else one a tile."""
+    if "--rows-grid" not in sys.argv:
+        return tiles
+    if "--per-sm" in sys.argv:
+        per_sm = int(sys.argv[sys.argv.index("--per-sm") + 1])
+    want = max(per_sm * torch.cuda.get_device_properties(0).multi_processor_count // max(per, 1), 1)
+    return -(-tiles // -(-tiles // want))
 
 
 def timed(fn, reps=20, batch=20):
@@ -86,8 +99,8 @@ def main():
     torch.cuda.init()
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
-    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"])
-    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"])
+    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8"])
+    fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"], ["mxfp4_gemm_rows8"])
     dq = load(f"{cubins}/dequant_gemm.cubin", ["dequant_gemm_rows"])
     bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm"])
     shapes = [
@@ -118,10 +131,13 @@ def main():
             kp = (k + 7) // 8 * 8
             q16 = torch.zeros(m, kp, dtype=torch.int16, device="cuda")
             qs = torch.empty(m, (k + 127) // 128, device="cuda")
-            # Up to 16 rows take the `_rows` entry in 16-column tiles, as the host functions do.
+            # Up to 16 rows take a `_rows` entry in 16-column tiles.
             suffix = "_rows" if m <= 16 and kind != "bf16" else ""
+            # Up to 8 rows take `_rows8` where the cubin has it (three blocks an SM), as the host functions do.
+            if m <= 8 and kind in ("fp8", "fp4") and f"{'fp8' if kind == 'fp8' else 'mxfp4'}_gemm_rows8" in (fp8 if kind == "fp8" else fp4):
+                suffix = "_rows8"
             tiles = (n + 15) // 16 if suffix else ((n + 127) // 128) * ((m + 63) // 64)
-            grid = min(tiles, 65535)
+            grid = min(rows_blocks(tiles, 1, 3 if suffix == "_rows8" else 2) if suffix else tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
@@ -170,7 +186,7 @@ def main():
                     vals = [ctypes.c_uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int32(a) for a in args]
                     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
                     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                    check(CU.cuLaunchKernel(f, (n + 15) // 16, slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+                    check(CU.cuLaunchKernel(f, rows_blocks((n + 15) // 16, slots * z, 3 if "mxfp4_gemm_rows8" in fp4 else 2), slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
                 run()
                 torch.cuda.synchronize()
@@ -200,9 +216,9 @@ def main():
             ms_rot = timed(lambda: run(ws[next(turn) % len(ws)]))
             flops = 2.0 * m * n * k
             a16, b16 = x.to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16)
-            ms_bf16 = timed(lambda: torch.matmul(a16, b16.T))
+            ms_bf16 = ms if "--no-torch" in sys.argv else timed(lambda: torch.matmul(a16, b16.T))
             ms_fp8 = None
-            if m % 16 == 0 and hasattr(torch, "_scaled_mm"):
+            if m % 16 == 0 and "--no-torch" not in sys.argv and hasattr(torch, "_scaled_mm"):
                 a8, b8 = a16.to(torch.float8_e4m3fn), b16.to(torch.float8_e4m3fn)
                 one = torch.ones((), device="cuda")
                 try:

@@ -28,6 +28,8 @@ pub struct Gpu {
     pub name: String,
     /// The device's number in the driver's list.
     pub ordinal: usize,
+    /// Streaming multiprocessors.
+    pub sms: u32,
     modules: Mutex<Modules>,
     functions: Mutex<Functions>,
 }
@@ -86,6 +88,10 @@ fn open() -> Result<Gpu, String> {
         ));
     }
     let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+    let sms = ctx
+        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(driver_err("multiprocessor count"))?
+        .max(1) as u32;
     // SAFETY: every buffer and launch of the process goes through this one stream, so no buffer needs events to order streams.
     unsafe { ctx.disable_event_tracking() };
     // A device without memory pools allocates synchronously: slower, the same results.
@@ -98,6 +104,7 @@ fn open() -> Result<Gpu, String> {
         arch,
         name,
         ordinal,
+        sms,
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
     })

@@ -11,6 +11,15 @@ pub const MAX_K: usize = 8192;
 /// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
 pub const DECODE_ROWS: usize = 16;
 
+/// Column blocks of a `_rows` launch over `tiles` 16-column tiles, `per` such launches side by side (slots), `per_sm` blocks resident on an SM: about that many in all, each taking an equal share of tiles in turn, so its copies run on from one tile into the next.
+pub fn rows_blocks(sms: u32, tiles: usize, per: usize, per_sm: usize) -> usize {
+    let want = (per_sm * sms as usize / per.max(1)).max(1);
+    tiles.div_ceil(tiles.div_ceil(want).max(1))
+}
+
+/// The most rows that take the `_rows8` entry (three blocks an SM, no work for rows 8 to 15).
+pub const SMALL_ROWS: usize = 8;
+
 /// Blocks for the quantiser over `rows` rows of `k`: one warp per (row, 128-block).
 pub fn quant_blocks(launch: &CudaLaunch, rows: usize, k: usize) -> usize {
     (rows * k.div_ceil(128)).div_ceil((launch.block as usize / 32).max(1))
@@ -21,9 +30,10 @@ pub static KERNEL: CudaKernel = CudaKernel {
     source: concat!(
         include_str!("../cuda/mma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
+        include_str!("../cuda/mma_rows.cuh"),
         include_str!("fp8_gemm.cu")
     ),
-    entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"],
+    entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows", "fp8_gemm_rows8"],
     controls: &[
         "race_no_sync",
         "race_rows",
@@ -61,6 +71,7 @@ pub fn fp8_gemm_cuda<'a>(
     let quant = gpu.function(&KERNEL, "fp8_gemm_quant", faults)?;
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
     let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
+    let rows8 = gpu.function(&KERNEL, "fp8_gemm_rows8", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
     let (mut q, mut qs) = gpu.quant_scratch(m, k)?;
@@ -77,8 +88,10 @@ pub fn fp8_gemm_cuda<'a>(
     {
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
-        let (f, entry, tiles) = if m <= DECODE_ROWS {
-            (&rows, "fp8_gemm_rows", n.div_ceil(16))
+        let (f, entry, tiles) = if m <= SMALL_ROWS {
+            (&rows8, "fp8_gemm_rows8", rows_blocks(gpu.sms, n.div_ceil(16), 1, 3))
+        } else if m <= DECODE_ROWS {
+            (&rows, "fp8_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1, 2))
         } else {
             (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
@@ -95,4 +108,36 @@ pub fn fp8_gemm_cuda<'a>(
         cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows_blocks;
+
+    #[test]
+    fn rows_blocks_share_tiles_evenly_within_the_target() {
+        for &(sms, per, per_sm) in &[
+            (132u32, 1usize, 3usize),
+            (132, 12, 3),
+            (108, 6, 2),
+            (1, 1, 1),
+            (132, 1000, 3),
+        ] {
+            let want = (per_sm * sms as usize / per).max(1);
+            for tiles in [1usize, 7, 32, 64, 128, 256, 2048, 65_535] {
+                let blocks = rows_blocks(sms, tiles, per, per_sm);
+                assert!(
+                    (1..=tiles.min(want)).contains(&blocks),
+                    "{tiles} tiles {want} wanted: {blocks}"
+                );
+                // Every block takes ceil or floor of the same share, and no block is left without a tile.
+                let share = tiles.div_ceil(blocks);
+                assert!(
+                    share * blocks >= tiles && (share - 1) * blocks < tiles,
+                    "{tiles} over {blocks}"
+                );
+                assert_eq!(share, tiles.div_ceil(want), "{tiles} tiles, {want} wanted");
+            }
+        }
+    }
 }

@@ -4,17 +4,24 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, PushIn, Staged};
 use crate::faults::Faults;
-use crate::fp8_gemm::{DECODE_ROWS, MAX_K};
+use crate::fp8_gemm::{DECODE_ROWS, MAX_K, SMALL_ROWS, rows_blocks};
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
+        include_str!("../cuda/mma_rows.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu")
     ),
-    entries: &["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"],
+    entries: &[
+        "mxfp4_gemm_quant",
+        "mxfp4_gemm",
+        "mxfp4_gemm_rows",
+        "mxfp4_gemm_rows8",
+        "mxfp4_gemm_slots",
+    ],
     controls: &[
         "race_no_sync",
         "race_rows",
@@ -86,8 +93,10 @@ pub fn mxfp4_gemm_cuda<'a>(
     {
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
-        let (entry, tiles) = if m <= DECODE_ROWS {
-            ("mxfp4_gemm_rows", n.div_ceil(16))
+        let (entry, tiles) = if m <= SMALL_ROWS {
+            ("mxfp4_gemm_rows8", rows_blocks(gpu.sms, n.div_ceil(16), 1, 3))
+        } else if m <= DECODE_ROWS {
+            ("mxfp4_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1, 2))
         } else {
             ("mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
@@ -149,7 +158,7 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
         let z = tables.len();
         let (t0, t1) = (tables[0], tables[z - 1]);
-        let mut cfg = launch.config(n.div_ceil(16));
+        let mut cfg = launch.config(rows_blocks(gpu.sms, n.div_ceil(16), slots * z, 3));
         cfg.grid_dim.1 = slots.max(1) as u32;
         cfg.grid_dim.2 = z as u32;
         let null = 0u64;
