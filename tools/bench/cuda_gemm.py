@@ -102,7 +102,7 @@ def main():
     fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8"])
     fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"], ["mxfp4_gemm_rows8"])
     dq = load(f"{cubins}/dequant_gemm.cubin", ["dequant_gemm_rows"])
-    bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm"])
+    bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm", "bf16_gemm_rows"])
     shapes = [
         ("fp8 wq_a", "fp8", 1024, 4096),
         ("fp8 wq_b", "fp8", 32768, 1024),
@@ -205,7 +205,12 @@ def main():
             else:
                 w = (torch.randn(n, k, device="cuda") * 0.03).to(torch.bfloat16)
                 ws = copies(w)
-                run = lambda w=w: launch(bf["bf16_gemm"], grid, 256, [x, w, y, m, n, k])
+                if m <= 16:
+                    # Decode: a warp per 16-column tile, eight to a block, stages unsplit (the head's launcher at this width).
+                    parts = torch.empty(1, device="cuda")
+                    run = lambda w=w: launch(bf["bf16_gemm_rows"], (n + 127) // 128, 256, [x, w, parts, y, m, n, k, 0])
+                else:
+                    run = lambda w=w: launch(bf["bf16_gemm"], grid, 256, [x, w, y, m, n, k])
                 run()
                 ref = x.double() @ w.double().T
             torch.cuda.synchronize()
