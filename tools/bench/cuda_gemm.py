@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -134,7 +134,8 @@ def main():
             # Up to 16 rows take a `_rows` entry in 16-column tiles.
             suffix = "_rows" if m <= 16 and kind != "bf16" else ""
             # Up to 8 rows take `_rows8` where the cubin has it (three blocks an SM), as the host functions do.
-            if m <= 8 and kind in ("fp8", "fp4") and f"{'fp8' if kind == 'fp8' else 'mxfp4'}_gemm_rows8" in (fp8 if kind == "fp8" else fp4):
+            has8 = f"{'fp8' if kind == 'fp8' else 'mxfp4'}_gemm_rows8" in (fp8 if kind == "fp8" else fp4)
+            if m <= 8 and kind in ("fp8", "fp4") and has8 and "--no-rows8" not in sys.argv:
                 suffix = "_rows8"
             tiles = (n + 15) // 16 if suffix else ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(rows_blocks(tiles, 1, 3 if suffix == "_rows8" else 2) if suffix else tiles, 65535)
