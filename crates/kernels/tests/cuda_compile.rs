@@ -121,9 +121,15 @@ fn the_prompt_gemms_take_warpgroup_mma_on_sm90_only() {
     for name in ["fp8_gemm", "mxfp4_gemm", "grouped_proj"] {
         let kernel = registry::all().into_iter().find(|k| k.name() == name).unwrap();
         let k = kernel.cuda().unwrap();
-        assert!(k.source.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), "{name}");
+        assert!(
+            k.source.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"),
+            "{name}"
+        );
     }
-    assert_eq!((cuda::target(90), cuda::target(80)), ("sm_90a".to_string(), "sm_80".to_string()));
+    assert_eq!(
+        (cuda::target(90), cuda::target(80)),
+        ("sm_90a".to_string(), "sm_80".to_string())
+    );
     if !nvrtc() {
         return;
     }
