@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compiles the control-free fp8_gemm, mxfp4_gemm, bf16_gemm, grouped_proj and dequant_gemm cubins of a TensorFold tree with NVRTC, as compile.rs does.
+"""Compiles (sm_90a for 90, as compile.rs) the control-free fp8_gemm, mxfp4_gemm, bf16_gemm, grouped_proj and dequant_gemm cubins of a TensorFold tree with NVRTC, as compile.rs does.
 
 Usage: nvrtc_cubins.py REPO ARCH OUTDIR [LIBNVRTC]; LIBNVRTC defaults to libnvrtc.so.13 on the loader path. Prints ptxas' report.
 The sources each kernel concatenates are read from its cuda.rs (the include_str! list), so the tree's own layout is used.
@@ -22,7 +22,7 @@ def compile_one(nv, src, name, arch):
     r = nv.nvrtcCreateProgram(ctypes.byref(prog), full.encode(), f"{name}.cu".encode(), 0, None, None)
     if r != 0:
         raise RuntimeError(f"nvrtcCreateProgram {name}: {r}")
-    opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
+    opts = [f"--gpu-architecture=sm_{arch}a" if arch == "90" else f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = nv.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()

@@ -115,3 +115,35 @@ fn the_quantised_and_bf16_gemms_run_on_tensor_cores() {
         );
     }
 }
+
+#[test]
+fn the_prompt_gemms_take_warpgroup_mma_on_sm90_only() {
+    for name in ["fp8_gemm", "mxfp4_gemm", "grouped_proj"] {
+        let kernel = registry::all().into_iter().find(|k| k.name() == name).unwrap();
+        let k = kernel.cuda().unwrap();
+        assert!(
+            k.source.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        (cuda::target(90), cuda::target(80)),
+        ("sm_90a".to_string(), "sm_80".to_string())
+    );
+    if !nvrtc() {
+        return;
+    }
+    static PROBE: CudaKernel = CudaKernel {
+        name: "probe",
+        source: concat!(
+            include_str!("../src/cuda/wgmma.cuh"),
+            "#ifndef TF_WGMMA\n#error no warpgroup MMA\n#endif\nextern \"C\" __global__ void probe(float* y) { y[0] = 1.0f; }"
+        ),
+        entries: &["probe"],
+        controls: &[],
+        records: &[CudaLaunch::new(32, 1)],
+    };
+    assert!(cuda::compile(&PROBE, 90, None).is_ok());
+    let err = cuda::compile(&PROBE, 80, None).unwrap_err();
+    assert!(err.contains("no warpgroup MMA"), "{err}");
+}

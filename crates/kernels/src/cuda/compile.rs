@@ -33,9 +33,18 @@ pub fn full_source(kernel: &CudaKernel) -> String {
     format!("{PRELUDE}\n#line 1 \"{}.cu\"\n{}", kernel.name, kernel.source)
 }
 
+/// NVRTC's target for `arch`: Hopper's arch-specific `sm_90a` (wgmma), the plain `sm_{arch}` elsewhere.
+pub fn target(arch: u32) -> String {
+    if arch == 90 {
+        "sm_90a".into()
+    } else {
+        format!("sm_{arch}")
+    }
+}
+
 fn options(arch: u32, fault: Option<&str>) -> Vec<String> {
     let mut o = vec![
-        format!("--gpu-architecture=sm_{arch}"),
+        format!("--gpu-architecture={}", target(arch)),
         "--std=c++17".into(),
         // Contraction into FMA is left to the source (explicit fmaf), so bits do not depend on the compiler's choices.
         "--fmad=false".into(),

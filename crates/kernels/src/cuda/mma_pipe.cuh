@@ -1,4 +1,4 @@
-// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents.
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits.
 #define PIPE_RING 3
 #define PIPE_BM 128
 
@@ -69,14 +69,16 @@ struct TfPipeSmem {
     float ss[2][MMA_BN];
 };
 
-// tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32; activations copied two stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage.
-template <int FMT, int BM>
+// tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32 with mma.sync, or (WG, sm_90a) 2 warpgroups of 64 x 128 (BM 128) or 64 x 64 (BM 64) with wgmma, each element the same chain; activations copied two stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage.
+template <int FMT, int BM, bool WG>
 __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                                const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    constexpr int MI = BM / 32, AP = BM / 64;
+    constexpr int MI = BM / 32, AP = BM / 64, NACC = MI * 16;
     constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
+    // WG: warpgroup wm's rows and columns of the tile; its warp wn's 16 rows.
+    int wg_row = BM == 128 ? 64 * wm : 0, wg_col = BM == 128 ? 0 : 64 * wm;
     int tiles_m = (m + BM - 1) / BM;
     int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128;
@@ -108,13 +110,10 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
         int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
-        float acc[MI][4][4], part[MI][4][4];
+        // Accumulators and partials: mma.sync's (mi, ni, e) at 16 mi + 4 ni + e; wgmma's fragment order (tf_wgmma_n128).
+        float acc[NACC], part[NACC];
 #pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[i][j][e] = part[i][j][e] = 0.0f;
+        for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
         // Stage s reads K stage order(s); ascending always (the planted control reverses it in small tiles).
         auto order = [&](int s) {
 #ifdef TF_FAULT_order_by_tile
@@ -140,7 +139,10 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) qs_off[mi][h] = min(m0 + wm * (BM / 2) + mi * 16 + g + 8 * h, m - 1) * qs_stride;
+            for (int h = 0; h < 2; ++h) {
+                int r = WG ? wg_row + 16 * wn + g + 8 * h : wm * (BM / 2) + mi * 16 + g + 8 * h;
+                qs_off[mi][h] = min(m0 + r, m - 1) * qs_stride;
+            }
         // One copy group: stage s's activations into ring slot s % PIPE_RING (zeros outside the matrix).
         auto issue_a = [&](int s) {
             if (s < stages) {
@@ -215,6 +217,10 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
         auto body = [&](int s, uint4& rn, float& snext) {
             if (s >= stages) return;
             tf_cp_wait1();
+#ifdef TF_WGMMA
+            // The landed copies and the converted weights, visible to the tensor cores' reads.
+            if constexpr (WG) tf_fence_async_smem();
+#endif
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
@@ -222,7 +228,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
             if (s % 4 == 0) {
                 int kb = order(s) / 4;
 #pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
+                for (int mi = 0; mi < (WG ? 1 : MI); ++mi)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         sa[mi][h] = q_scale[qs_off[mi][h] + kb];
@@ -234,6 +240,22 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
             u32 a_slot = (u32)(s % PIPE_RING) * A_SLOT, b_buf = (u32)(s % 2) * (MMA_BN * MMA_BK * 2);
             // The stage's two k16 steps; a block's first stage starts its partials afresh (the same as adding to zeros).
             auto mmas = [&](bool fresh) {
+#ifdef TF_WGMMA
+                if constexpr (WG) {
+                    u32 a_at = tf_smem_addr(&sm.as[0][0]) + a_slot + 64 * wg_row, b_at = tf_smem_addr(&sm.bs[0][0]) + b_buf + 64 * wg_col;
+                    tf_wg_arrive();
+#pragma unroll
+                    for (int step = 0; step < 2; ++step) {
+                        int keep = !(fresh && step == 0);
+                        if constexpr (BM == 128)
+                            tf_wgmma_n128(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                        else
+                            tf_wgmma_n64(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                    }
+                    tf_wg_commit();
+                    return;
+                }
+#endif
 #pragma unroll
                 for (int step = 0; step < 2; ++step) {
                     u32 b[4][2];
@@ -250,9 +272,9 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 #pragma unroll
                         for (int ni = 0; ni < 4; ++ni) {
                             if (fresh && step == 0)
-                                tf_mma_f16_fresh(part[mi][ni], a, b[ni]);
+                                tf_mma_f16_fresh(&part[16 * mi + 4 * ni], a, b[ni]);
                             else
-                                tf_mma_f16(part[mi][ni], a, b[ni]);
+                                tf_mma_f16(&part[16 * mi + 4 * ni], a, b[ni]);
                         }
                     }
                 }
@@ -264,9 +286,21 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
             if (s + 1 < stages) convert(rn, (s + 1) % 2, snext);
             snext = scale(s + 2);
             load_b(s + 3, rn);
+#ifdef TF_WGMMA
+            // The stage's MMAs are done: partials readable, its buffers free for the refills after the next barrier.
+            if constexpr (WG) tf_wg_wait0();
+#endif
             // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); the next block's first stage starts a fresh partial.
             bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
             if (close) {
+                if constexpr (WG) {
+#pragma unroll
+                    for (int i = 0; i < NACC; ++i) {
+                        float sw = sm.ss[s % 2][wg_col + 8 * (i / 4) + 2 * t4 + i % 2];
+                        acc[i] = fmaf(part[i], sa[0][(i / 2) % 2] * sw, acc[i]);
+                    }
+                    return;
+                }
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -276,7 +310,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                             for (int h = 0; h < 2; ++h)
-                                acc[mi][ni][2 * h + c] = fmaf(part[mi][ni][2 * h + c], sa[mi][h] * sw, acc[mi][ni][2 * h + c]);
+                                acc[16 * mi + 4 * ni + 2 * h + c] = fmaf(part[16 * mi + 4 * ni + 2 * h + c], sa[mi][h] * sw, acc[16 * mi + 4 * ni + 2 * h + c]);
                     }
             }
         };
@@ -295,6 +329,18 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
         }
         // Every warp is done with the buffers before the next tile's prologue refills them.
         __syncthreads();
+        if constexpr (WG) {
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) {
+                int gm = m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), gn = n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2;
+                bool skip = gm >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+                skip = skip || gn == n - 1;
+#endif
+                if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+            }
+            continue;
+        }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -309,7 +355,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 #ifdef TF_FAULT_skip_last_column
                         skip = skip || gn == n - 1;
 #endif
-                        if (!skip) y[(size_t)gm * y_stride + gn] = acc[mi][ni][2 * h + c];
+                        if (!skip) y[(size_t)gm * y_stride + gn] = acc[16 * mi + 4 * ni + 2 * h + c];
                     }
             }
     }
@@ -319,13 +365,19 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
 template <int FMT>
 __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    __shared__ __align__(16) TfPipeSmem sm;
+    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
+    __shared__ __align__(1024) TfPipeSmem sm;
+#ifdef TF_WGMMA
+    constexpr bool WG = true;
+#else
+    constexpr bool WG = false;
+#endif
     u32 sms;
     asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
     long tiles_n = (n + MMA_BN - 1) / MMA_BN;
     long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
     if (5 * rounds128 <= 3 * rounds64)
-        tf_mma_pipe_bm<FMT, 128>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 128, WG>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else
-        tf_mma_pipe_bm<FMT, 64>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 64, WG>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

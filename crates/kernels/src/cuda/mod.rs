@@ -15,7 +15,7 @@ pub use libs::nccl as nccl_available;
 pub mod limits;
 
 pub use args::{In, Out, PushIn, Staged, StagedOut};
-pub use compile::{Compiled, Resources, cache_dir, compile, full_source};
+pub use compile::{Compiled, Resources, cache_dir, compile, full_source, target};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
 pub use graph::{Graph, Turn, holds_turn, turn};
 pub use resident::Resident;

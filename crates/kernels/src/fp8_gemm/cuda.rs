@@ -29,6 +29,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "fp8_gemm",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
         include_str!("fp8_gemm.cu")

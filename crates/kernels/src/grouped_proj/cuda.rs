@@ -9,6 +9,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "grouped_proj",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),

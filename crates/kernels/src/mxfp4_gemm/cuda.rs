@@ -10,6 +10,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
     source: concat!(
         include_str!("../cuda/mma.cuh"),
+        include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
