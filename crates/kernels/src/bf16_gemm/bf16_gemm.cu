@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(256) bf16_gemm_rows(const float* x,
     for (int u = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; u < units; u += warps) {
         int s0 = split ? u / tiles : 0, s1 = split ? s0 + 1 : stages, n0 = (u % tiles) * 16;
         float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll 4
+#pragma unroll 2
         for (int s = s0; s < s1; ++s) {
             float part[2][4];
             tf_bf16_stage(x, w16, m, n, k, kend, wvec, n0, s, part);

@@ -23,7 +23,8 @@ __device__ __forceinline__ void tf_sinkhorn_warp(const float* m, const float* ba
     float mx = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     float e = on ? expf(v - mx) : 0.0f;
-    float c = on ? e / tf_pair_sum(e, 2, 1) + eps : 0.0f;
+    float sum = tf_pair_sum(e, 2, 1);
+    float c = on ? e / sum + eps : 0.0f;
     for (int it = 0; it < iters; ++it) {
         if (it > 0) {
             float denom = tf_pair_sum(c, 2, 1) + eps;
