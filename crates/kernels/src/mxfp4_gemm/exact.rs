@@ -36,8 +36,23 @@ impl Planes {
     }
 }
 
+/// Byte 4l + i of digit p's index: byte p of lane l of the first table (i even) or of the second (i odd).
+const GATHER: [[u8; 64]; 3] = {
+    let mut g = [[0; 64]; 3];
+    let mut p = 0;
+    while p < 3 {
+        let mut b = 0;
+        while b < 64 {
+            g[p][b] = (b / 4 * 4 + p + 64 * (b % 2)) as u8;
+            b += 1;
+        }
+        p += 1;
+    }
+    g
+};
+
 /// The planes of activation row `a` (decoded bf16 in `LAYOUT` order) over `chunks` chunks.
-#[target_feature(enable = "avx512f,avx512bw")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
     assert!(a.len() >= chunks * CHUNK);
     let mut out = Planes {
@@ -62,37 +77,28 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
             digits: [[0; 64]; 6],
             init: [[0; 16]; 3],
         };
-        let mut rest = aq;
+        // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
+        let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
         for digit in 0..3 {
-            // Balanced digit in -128..127, then the rest shifted down by 8.
-            let d: [__m512i; 8] = from_fn(|q| {
-                let r = _mm512_sub_epi32(
-                    _mm512_and_si512(
-                        _mm512_add_epi32(rest[q], _mm512_set1_epi32(128)),
-                        _mm512_set1_epi32(255),
-                    ),
-                    _mm512_set1_epi32(128),
+            // SAFETY: 64 bytes.
+            let idx = unsafe { _mm512_loadu_si512(GATHER[digit].as_ptr() as *const __m512i) };
+            // Chain start: MAGIC less 12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
+            let mut init = _mm512_set1_epi32(MAGIC.to_bits() as i32 + 12 * 128 * 8);
+            for half in 0..2 {
+                // Byte j of lane l: digit of element 8l + 2j + half, from vectors 2j + half.
+                let v = |j: usize| biased[2 * j + half];
+                let raw = _mm512_mask_blend_epi8(
+                    0xCCCC_CCCC_CCCC_CCCC,
+                    _mm512_permutex2var_epi8(v(0), idx, v(1)),
+                    _mm512_permutex2var_epi8(v(2), idx, v(3)),
                 );
-                rest[q] = _mm512_srai_epi32::<8>(_mm512_sub_epi32(rest[q], r));
-                r
-            });
-            let sum = d.iter().fold(_mm512_setzero_si512(), |s, &i| _mm512_add_epi32(s, i));
-            let init = _mm512_add_epi32(
-                _mm512_set1_epi32(MAGIC.to_bits() as i32),
-                _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12)),
-            );
+                init = _mm512_dpbusd_epi32(init, raw, _mm512_set1_epi8(-12));
+                let digits = _mm512_xor_si512(raw, _mm512_set1_epi8(-128));
+                // SAFETY: 64 bytes.
+                unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, digits) };
+            }
             // SAFETY: 16 ints.
             unsafe { _mm512_storeu_si512(p.init[digit].as_mut_ptr() as *mut __m512i, init) };
-            for half in 0..2 {
-                // Byte j of lane l: element 8l + 2j + half.
-                let byte = |j: usize| _mm512_and_si512(d[2 * j + half], _mm512_set1_epi32(255));
-                let packed = _mm512_or_si512(
-                    _mm512_or_si512(byte(0), _mm512_slli_epi32::<8>(byte(1))),
-                    _mm512_or_si512(_mm512_slli_epi32::<16>(byte(2)), _mm512_slli_epi32::<24>(byte(3))),
-                );
-                // SAFETY: 64 bytes.
-                unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, packed) };
-            }
         }
         out.chunks.push(p);
         out.exact.push(ok == 0xFFFF);
