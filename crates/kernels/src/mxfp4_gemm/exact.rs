@@ -79,9 +79,9 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         };
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
-        for digit in 0..3 {
+        for (digit, gather) in GATHER.iter().enumerate() {
             // SAFETY: 64 bytes.
-            let idx = unsafe { _mm512_loadu_si512(GATHER[digit].as_ptr() as *const __m512i) };
+            let idx = unsafe { _mm512_loadu_si512(gather.as_ptr() as *const __m512i) };
             // Chain start: MAGIC less 12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
             let mut init = _mm512_set1_epi32(MAGIC.to_bits() as i32 + 12 * 128 * 8);
             for half in 0..2 {
