@@ -58,13 +58,13 @@ impl Fp8Rows {
         let simd = SimdPath::best();
         #[cfg(target_arch = "x86_64")]
         let net = matches!(simd, SimdPath::Avx512 | SimdPath::Avx512Bf16)
-            .then(|| super::act_x86::Place::new(&layout))
+            .then(|| super::act_x86::Place::get(&layout))
             .flatten();
         for (r, row) in x.chunks_exact(k).enumerate() {
             let dst = &mut values[r * stride..][..stride];
             for (b, block) in row.chunks(ACT_BLOCK).enumerate() {
                 #[cfg(target_arch = "x86_64")]
-                if let Some(net) = net.as_ref().filter(|_| block.len() == ACT_BLOCK)
+                if let Some(net) = net.filter(|_| block.len() == ACT_BLOCK)
                     && let Some(s) = net.block(block, layout.value_factor, &mut dst[b * ACT_BLOCK..][..ACT_BLOCK])
                 {
                     scales[r * blocks + b] = s * layout.scale_factor;

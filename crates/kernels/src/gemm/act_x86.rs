@@ -2,6 +2,7 @@
 
 use std::arch::x86_64::*;
 use std::array::from_fn;
+use std::sync::OnceLock;
 
 use super::act::{ACT_BLOCK, Layout};
 use crate::cpu::quant_simd::e4m3_trip128;
@@ -12,9 +13,16 @@ pub(super) struct Place {
     high: [u32; 4],
 }
 
+/// Networks by values per lane, built on first use.
+static NETS: [OnceLock<Option<Place>>; 9] = [const { OnceLock::new() }; 9];
+
 impl Place {
-    /// The network for `layout`, where its chunks tile a block; needs AVX-512 F and BW.
-    pub(super) fn new(layout: &Layout) -> Option<Place> {
+    /// The network for `layout`, where its chunks tile a block and the CPU has AVX-512 F and BW.
+    pub(super) fn get(layout: &Layout) -> Option<&'static Place> {
+        NETS.get(layout.per_lane)?.get_or_init(|| Place::new(layout)).as_ref()
+    }
+
+    fn new(layout: &Layout) -> Option<Place> {
         let fits = ACT_BLOCK.is_multiple_of(16 * layout.per_lane);
         if !(fits && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
             return None;
