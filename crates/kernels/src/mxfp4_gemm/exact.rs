@@ -310,6 +310,36 @@ mod tests {
     }
 
     #[test]
+    fn lanes_at_the_largest_sums_agree() {
+        if !available() {
+            return;
+        }
+        // Activations of +-448, +-416 and +-2^-9 against weights of +-6, 4 and 0.5: lane sums up to 8 * 448 * 6, every digit at its extremes.
+        let k = 1024;
+        let codes = [0x7E, 0xFE, 0x7D, 0xFD, 0x01, 0x81];
+        for seed in 20..24 {
+            let values: Vec<f32> = bytes(seed, k)
+                .iter()
+                .map(|&b| e4m3::TABLE[if seed == 20 { 0x7E } else { codes[b as usize % 6] }])
+                .collect();
+            let nibbles = [0x7, 0xF, 0x6, 0x1];
+            let w: Vec<u8> = bytes(seed + 50, PAIRS * k / 2)
+                .iter()
+                .map(|&b| {
+                    if seed == 20 {
+                        0x77
+                    } else {
+                        nibbles[b as usize % 4] | nibbles[(b >> 2) as usize % 4] << 4
+                    }
+                })
+                .collect();
+            let (got, want, exact) = run(&values, &w, false);
+            assert_eq!(exact, k / CHUNK, "seed {seed}");
+            assert_eq!(got, want, "seed {seed}");
+        }
+    }
+
+    #[test]
     fn activations_beyond_e4m3_take_the_fma_chain() {
         if !available() {
             return;
