@@ -82,8 +82,11 @@ pub fn round_trip_blocks(x: &mut [f32], block: usize, grid: Grid, simd: SimdPath
 }
 
 #[cfg(target_arch = "x86_64")]
+pub(crate) use x86::e4m3_trip128;
+
+#[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Grid, amax, pow2_scale};
+    use super::{Grid, Shape, amax, pow2_scale};
     use std::arch::x86_64::*;
 
     const ABS: i32 = 0x7FFF_FFFF;
@@ -103,31 +106,62 @@ mod x86 {
         // SAFETY: lanes holds 16 f32.
         unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), m) };
         let s = pow2_scale(amax(&lanes).max(amax(&b[full..])), sh.floor, sh.qmax);
-        let vs = _mm512_set1_ps(s);
-        let half = _mm512_set1_epi32((1 << (sh.drop_bits - 1)) - 1);
-        let shift = _mm512_set1_epi32(sh.drop_bits as i32);
-        let keep = _mm512_set1_epi32(-1 << sh.drop_bits);
         for k in (0..full).step_by(16) {
             // SAFETY: k + 16 <= b.len().
-            let v = unsafe { _mm512_loadu_ps(b.as_ptr().add(k)) };
-            let q = _mm512_div_ps(v, vs);
-            let q = _mm512_min_ps(_mm512_set1_ps(sh.qmax), _mm512_max_ps(_mm512_set1_ps(-sh.qmax), q));
-            let qi = _mm512_castps_si512(q);
-            let a = _mm512_and_si512(qi, _mm512_set1_epi32(ABS));
-            let odd = _mm512_and_si512(_mm512_srlv_epi32(a, shift), _mm512_set1_epi32(1));
-            let normal = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half), odd), keep);
-            let af = _mm512_castsi512_ps(a);
-            let sub = _mm512_sub_ps(_mm512_add_ps(af, _mm512_set1_ps(sh.magic)), _mm512_set1_ps(sh.magic));
-            let is_sub = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(af, _mm512_set1_ps(sh.min_normal));
-            let r = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
-            let signed = _mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(qi, _mm512_set1_epi32(SIGN)));
-            let y = _mm512_mul_ps(_mm512_castsi512_ps(signed), vs);
-            // SAFETY: k + 16 <= b.len().
-            unsafe { _mm512_storeu_ps(b.as_mut_ptr().add(k), y) };
+            unsafe {
+                let v = _mm512_loadu_ps(b.as_ptr().add(k));
+                _mm512_storeu_ps(b.as_mut_ptr().add(k), trip16(v, s, sh));
+            }
         }
         for v in &mut b[full..] {
             *v = grid.round_trip(*v, s);
         }
+    }
+
+    /// 128 finite values' e4m3 round trip (as `block_avx512`) and their scale; `None` where a value is not finite.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn e4m3_trip128(x: &[f32]) -> Option<([__m512; 8], f32)> {
+        assert_eq!(x.len(), 128);
+        let sh = Grid::E4m3.shape();
+        // SAFETY: 8 vectors of 16 inside x.
+        let v: [__m512i; 8] = std::array::from_fn(|m| unsafe { _mm512_loadu_si512(x.as_ptr().add(16 * m).cast()) });
+        // Finite magnitudes order as their bits, so the largest is the block's amax.
+        let top = v.iter().fold(_mm512_setzero_si512(), |t, &v| {
+            _mm512_max_epu32(t, _mm512_and_si512(v, _mm512_set1_epi32(ABS)))
+        });
+        let top = _mm512_reduce_max_epu32(top);
+        if top >= f32::INFINITY.to_bits() {
+            return None;
+        }
+        let s = pow2_scale(f32::from_bits(top), sh.floor, sh.qmax);
+        Some((std::array::from_fn(|m| trip16(_mm512_castsi512_ps(v[m]), s, sh)), s))
+    }
+
+    /// One vector's round trip at power-of-two scale `s`: dividing by `s` is multiplying by its exact inverse.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn trip16(v: __m512, s: f32, sh: Shape) -> __m512 {
+        let vs = _mm512_set1_ps(s);
+        let inv = 1.0 / s;
+        let q = if inv.is_normal() && inv * s == 1.0 {
+            _mm512_mul_ps(v, _mm512_set1_ps(inv))
+        } else {
+            _mm512_div_ps(v, vs)
+        };
+        let half = _mm512_set1_epi32((1 << (sh.drop_bits - 1)) - 1);
+        let shift = _mm512_set1_epi32(sh.drop_bits as i32);
+        let keep = _mm512_set1_epi32(-1 << sh.drop_bits);
+        let q = _mm512_min_ps(_mm512_set1_ps(sh.qmax), _mm512_max_ps(_mm512_set1_ps(-sh.qmax), q));
+        let qi = _mm512_castps_si512(q);
+        let a = _mm512_and_si512(qi, _mm512_set1_epi32(ABS));
+        let odd = _mm512_and_si512(_mm512_srlv_epi32(a, shift), _mm512_set1_epi32(1));
+        let normal = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, half), odd), keep);
+        let af = _mm512_castsi512_ps(a);
+        let sub = _mm512_sub_ps(_mm512_add_ps(af, _mm512_set1_ps(sh.magic)), _mm512_set1_ps(sh.magic));
+        let is_sub = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(af, _mm512_set1_ps(sh.min_normal));
+        let r = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
+        let signed = _mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(qi, _mm512_set1_epi32(SIGN)));
+        _mm512_mul_ps(_mm512_castsi512_ps(signed), vs)
     }
 
     #[target_feature(enable = "avx2")]

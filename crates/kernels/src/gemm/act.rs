@@ -56,9 +56,20 @@ impl Fp8Rows {
         let mut decoded = [0u16; ACT_BLOCK];
         let mut trip = [0f32; ACT_BLOCK];
         let simd = SimdPath::best();
+        #[cfg(target_arch = "x86_64")]
+        let net = matches!(simd, SimdPath::Avx512 | SimdPath::Avx512Bf16)
+            .then(|| super::act_x86::Place::get(&layout))
+            .flatten();
         for (r, row) in x.chunks_exact(k).enumerate() {
             let dst = &mut values[r * stride..][..stride];
             for (b, block) in row.chunks(ACT_BLOCK).enumerate() {
+                #[cfg(target_arch = "x86_64")]
+                if let Some(net) = net.filter(|_| block.len() == ACT_BLOCK)
+                    && let Some(s) = net.block(block, layout.value_factor, &mut dst[b * ACT_BLOCK..][..ACT_BLOCK])
+                {
+                    scales[r * blocks + b] = s * layout.scale_factor;
+                    continue;
+                }
                 decoded.fill(0);
                 // Magnitudes order as their bits; a finite block's largest is below the infinity's.
                 let top = block.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
@@ -196,6 +207,41 @@ mod tests {
             for (i, &c) in codes[..block.len()].iter().enumerate() {
                 let got = tensorfold_formats::bf16::bf16_to_f32(rows.values[layout.position(128 * b + i)]);
                 assert_eq!(got, e4m3::decode(c) * 2f32.powi(119));
+            }
+        }
+    }
+
+    #[test]
+    fn vector_blocks_store_the_scalar_encoders_codes() {
+        let mut rng = crate::rng::Rng::new(31, 0);
+        // Blocks of one magnitude (e4m3 subnormals at the small end), exact e4m3 midpoints, and zeros.
+        let k = 128 * 24;
+        let x: Vec<f32> = (0..k)
+            .map(|i| {
+                let mag = 2f32.powi((i / 128) as i32 * 3 - 30);
+                match (i / 128) % 3 {
+                    0 => mag * rng.normal() * if i % 7 == 0 { 1e-4 } else { 1.0 },
+                    1 if i % 128 == 0 => 448.0 * mag,
+                    1 => mag * (rng.below(2 * 448 * 1024) as f32 / 1024.0 - 448.0),
+                    _ => 0.0,
+                }
+            })
+            .collect();
+        for per_lane in [4, 8] {
+            let layout = Layout {
+                per_lane,
+                value_factor: 0.5,
+                scale_factor: 4.0,
+            };
+            let rows = Fp8Rows::quantise(&x, k, layout);
+            let mut codes = [0u8; 128];
+            for (b, block) in x.chunks(128).enumerate() {
+                let s = quant_e4m3_block(block, &mut codes);
+                assert_eq!(rows.scales[b].to_bits(), (4.0 * s).to_bits(), "block {b}");
+                for (i, &c) in codes.iter().enumerate() {
+                    let want = ((e4m3::TABLE[c as usize] * 0.5).to_bits() >> 16) as u16;
+                    assert_eq!(rows.values[layout.position(128 * b + i)], want, "block {b} value {i}");
+                }
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Shared pieces of the GEMM kernels: FP8 activation rows, column splits over threads, the pair-tile driver.
 
 pub mod act;
+#[cfg(target_arch = "x86_64")]
+mod act_x86;
 mod cols;
 mod pool;
 pub mod reference;

@@ -16,9 +16,12 @@ const MAX_A: i32 = 448 * 512;
 struct ChunkPlanes {
     /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
     digits: [[i8; 64]; 6],
-    /// Lane l: -12 * sum of A over the lane (the weights enter as W + 12, unsigned).
-    neg_c: [i32; 16],
+    /// Digit p, lane l: the bits of `MAGIC` less 12 times the lane's digit sum (the weights enter as W + 12, unsigned).
+    init: [[i32; 16]; 3],
 }
+
+/// 1.5 * 2^23: adding an integer below 2^22 to its bits adds that integer to its value.
+const MAGIC: f32 = 12_582_912.0;
 
 /// Byte planes of one activation row, and per chunk whether all of its (bf16) activations are on the 2^-9 grid within +-448, as e4m3 values are.
 pub(super) struct Planes {
@@ -33,8 +36,23 @@ impl Planes {
     }
 }
 
+/// Byte 4l + i of digit p's index: byte p of lane l of the first table (i even) or of the second (i odd).
+const GATHER: [[u8; 64]; 3] = {
+    let mut g = [[0; 64]; 3];
+    let mut p = 0;
+    while p < 3 {
+        let mut b = 0;
+        while b < 64 {
+            g[p][b] = (b / 4 * 4 + p + 64 * (b % 2)) as u8;
+            b += 1;
+        }
+        p += 1;
+    }
+    g
+};
+
 /// The planes of activation row `a` (decoded bf16 in `LAYOUT` order) over `chunks` chunks.
-#[target_feature(enable = "avx512f,avx512bw")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
     assert!(a.len() >= chunks * CHUNK);
     let mut out = Planes {
@@ -55,39 +73,33 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
             ok &= back & _mm512_cmple_epu32_mask(_mm512_abs_epi32(i), big);
             i
         });
-        let sum = aq.iter().fold(_mm512_setzero_si512(), |s, &i| _mm512_add_epi32(s, i));
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
-            neg_c: [0; 16],
+            init: [[0; 16]; 3],
         };
-        let mut rest = aq;
-        for digit in 0..3 {
-            // Balanced digit in -128..127, then the rest shifted down by 8.
-            let d: [__m512i; 8] = from_fn(|q| {
-                let r = _mm512_sub_epi32(
-                    _mm512_and_si512(
-                        _mm512_add_epi32(rest[q], _mm512_set1_epi32(128)),
-                        _mm512_set1_epi32(255),
-                    ),
-                    _mm512_set1_epi32(128),
-                );
-                rest[q] = _mm512_srai_epi32::<8>(_mm512_sub_epi32(rest[q], r));
-                r
-            });
+        // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
+        let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
+        for (digit, gather) in GATHER.iter().enumerate() {
+            // SAFETY: 64 bytes.
+            let idx = unsafe { _mm512_loadu_si512(gather.as_ptr() as *const __m512i) };
+            // Chain start: MAGIC less 12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
+            let mut init = _mm512_set1_epi32(MAGIC.to_bits() as i32 + 12 * 128 * 8);
             for half in 0..2 {
-                // Byte j of lane l: element 8l + 2j + half.
-                let byte = |j: usize| _mm512_and_si512(d[2 * j + half], _mm512_set1_epi32(255));
-                let packed = _mm512_or_si512(
-                    _mm512_or_si512(byte(0), _mm512_slli_epi32::<8>(byte(1))),
-                    _mm512_or_si512(_mm512_slli_epi32::<16>(byte(2)), _mm512_slli_epi32::<24>(byte(3))),
+                // Byte j of lane l: digit of element 8l + 2j + half, from vectors 2j + half.
+                let v = |j: usize| biased[2 * j + half];
+                let raw = _mm512_mask_blend_epi8(
+                    0xCCCC_CCCC_CCCC_CCCC,
+                    _mm512_permutex2var_epi8(v(0), idx, v(1)),
+                    _mm512_permutex2var_epi8(v(2), idx, v(3)),
                 );
+                init = _mm512_dpbusd_epi32(init, raw, _mm512_set1_epi8(-12));
+                let digits = _mm512_xor_si512(raw, _mm512_set1_epi8(-128));
                 // SAFETY: 64 bytes.
-                unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, packed) };
+                unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, digits) };
             }
+            // SAFETY: 16 ints.
+            unsafe { _mm512_storeu_si512(p.init[digit].as_mut_ptr() as *mut __m512i, init) };
         }
-        let neg_c = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12));
-        // SAFETY: 16 ints.
-        unsafe { _mm512_storeu_si512(p.neg_c.as_mut_ptr() as *mut __m512i, neg_c) };
         out.chunks.push(p);
         out.exact.push(ok == 0xFFFF);
     }
@@ -99,17 +111,30 @@ fn weight_table() -> [u8; 64] {
     from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
 }
 
-/// Lane l of one row's chunk `d`: its FMA-chain sum times 2^10, the integer sum of A * W rounded once by the conversion.
+/// Lane l of one row's chunk `d` times 2^-10: its FMA-chain sum, the integer sum of A * W rounded once by the last FMA.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-fn lanes_int(d: __m512i, p: &[__m512i; 7], t: __m512i) -> __m512 {
+fn lanes_int(d: __m512i, p: &Digits, t: __m512i) -> __m512 {
     let lo = _mm512_permutexvar_epi8(d, t);
     let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
-    let z = _mm512_setzero_si512();
-    let s2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, p[4]), hi, p[5]);
-    let s1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(s2), lo, p[2]), hi, p[3]);
-    let s0 = _mm512_add_epi32(_mm512_slli_epi32::<8>(s1), p[6]);
-    _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s0, lo, p[0]), hi, p[1]))
+    // Digit sum p of lane l is exact in T_p = F_p - MAGIC: |T_p| <= 8 * 12 * 128.
+    let f: [__m512; 3] = from_fn(|i| {
+        _mm512_castsi512_ps(_mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]),
+            hi,
+            p.d[2 * i + 1],
+        ))
+    });
+    // 2^6 T2 - 257 MAGIC / 2^10, then 2^-2 T1 + 2^6 T2 - MAGIC / 2^10: both exact; the last FMA adds 2^-10 F_0 and rounds once.
+    let y = _mm512_fmadd_ps(f[2], _mm512_set1_ps(64.0), _mm512_set1_ps(-(65_793.0 / 1024.0) * MAGIC));
+    let y = _mm512_fmadd_ps(f[1], _mm512_set1_ps(0.25), y);
+    _mm512_fmadd_ps(f[0], _mm512_set1_ps(1.0 / 1024.0), y)
+}
+
+/// One chunk's digit planes and chain starts in registers.
+struct Digits {
+    d: [__m512i; 6],
+    init: [__m512i; 3],
 }
 
 /// `rows_avx512` on the streamed rows `rows`, exact chunks through `lanes_int`; the same bits for every input.
@@ -134,24 +159,17 @@ pub(super) unsafe fn rows_exact(
             _mm512_loadu_si512(weight_table().as_ptr() as *const __m512i),
         )
     };
-    let unscale = _mm512_set1_ps(1.0 / 1024.0);
     let mut acc = _mm512_setzero_ps();
     for (c, &sa) in sa.iter().enumerate().take(chunks) {
         let mut q = [_mm512_setzero_ps(); 4];
         if c < full && planes.exact[c] {
             let pc = &planes.chunks[c];
-            // SAFETY: six 64-byte planes and 16 ints.
-            let pv: [__m512i; 7] = unsafe {
-                let d = |i: usize| _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i);
-                [
-                    d(0),
-                    d(1),
-                    d(2),
-                    d(3),
-                    d(4),
-                    d(5),
-                    _mm512_loadu_si512(pc.neg_c.as_ptr() as *const __m512i),
-                ]
+            // SAFETY: six 64-byte planes and three rows of 16 ints.
+            let pv = unsafe {
+                Digits {
+                    d: from_fn(|i| _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i)),
+                    init: from_fn(|i| _mm512_loadu_si512(pc.init[i].as_ptr() as *const __m512i)),
+                }
             };
             for (g, q) in q.iter_mut().enumerate() {
                 let lanes: [__m512; 4] = from_fn(|i| {
@@ -161,7 +179,7 @@ pub(super) unsafe fn rows_exact(
                     // SAFETY: c < full: 64 bytes of the row at p.
                     lanes_int(unsafe { _mm512_loadu_si512(p as *const __m512i) }, &pv, tw)
                 });
-                *q = _mm512_mul_ps(quarters4(lanes), unscale);
+                *q = quarters4(lanes);
             }
         } else {
             // SAFETY: chunk c lies inside the activation row.
@@ -289,6 +307,36 @@ mod tests {
         let (got, want, exact) = run(&values, &w, false);
         assert_eq!(exact, k / CHUNK);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn lanes_at_the_largest_sums_agree() {
+        if !available() {
+            return;
+        }
+        // Activations of +-448, +-416 and +-2^-9 against weights of +-6, 4 and 0.5: lane sums up to 8 * 448 * 6, every digit at its extremes.
+        let k = 1024;
+        let codes = [0x7E, 0xFE, 0x7D, 0xFD, 0x01, 0x81];
+        for seed in 20..24 {
+            let values: Vec<f32> = bytes(seed, k)
+                .iter()
+                .map(|&b| e4m3::TABLE[if seed == 20 { 0x7E } else { codes[b as usize % 6] }])
+                .collect();
+            let nibbles = [0x7, 0xF, 0x6, 0x1];
+            let w: Vec<u8> = bytes(seed + 50, PAIRS * k / 2)
+                .iter()
+                .map(|&b| {
+                    if seed == 20 {
+                        0x77
+                    } else {
+                        nibbles[b as usize % 4] | nibbles[(b >> 2) as usize % 4] << 4
+                    }
+                })
+                .collect();
+            let (got, want, exact) = run(&values, &w, false);
+            assert_eq!(exact, k / CHUNK, "seed {seed}");
+            assert_eq!(got, want, "seed {seed}");
+        }
     }
 
     #[test]

@@ -376,14 +376,44 @@ pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32])
     {
         return 0;
     }
-    for kb0 in (0..blocks).step_by(16) {
-        // SAFETY: kb0 + 16 <= blocks bytes in every row; SSE2 is part of x86_64.
-        let x: [__m128i; 16] = from_fn(|j| unsafe { _mm_loadu_si128(rows[j].as_ptr().add(kb0) as *const __m128i) });
-        for (c, col) in transpose16(x).into_iter().enumerate() {
-            let bits = _mm512_slli_epi32::<23>(_mm512_cvtepu8_epi32(col));
-            // SAFETY: swt holds `blocks` rows of 16 (checked above).
-            unsafe { _mm512_storeu_si512(swt.as_mut_ptr().add((kb0 + c) * GROUP) as *mut __m512i, bits) };
+    let exponent = _mm512_set1_epi32(0x7F80_0000);
+    for kb0 in (0..blocks).step_by(64) {
+        // SAFETY: kb0 + 64 <= blocks bytes in every row.
+        let x: [__m512i; 16] = from_fn(|j| unsafe { _mm512_loadu_si512(rows[j].as_ptr().add(kb0) as *const __m512i) });
+        // Word j of t[c]: codes kb0 + 4c..kb0 + 4c + 3 of row j, one a byte; each goes to bits 23..30.
+        for (c, t) in transpose16_epi32(x).into_iter().enumerate() {
+            let bits = [
+                _mm512_slli_epi32::<23>(t),
+                _mm512_slli_epi32::<15>(t),
+                _mm512_slli_epi32::<7>(t),
+                _mm512_srli_epi32::<1>(t),
+            ];
+            for (b, bits) in bits.into_iter().enumerate() {
+                let bits = _mm512_and_si512(bits, exponent);
+                // SAFETY: swt holds `blocks` rows of 16 (checked above).
+                unsafe { _mm512_storeu_si512(swt.as_mut_ptr().add((kb0 + 4 * c + b) * GROUP) as *mut __m512i, bits) };
+            }
         }
     }
     blocks
+}
+
+/// Transposes 16 rows of 16 words: output row c holds word c of every input row.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose16_epi32(mut x: [__m512i; 16]) -> [__m512i; 16] {
+    // Each round interleaves rows i and i + 8 (rotating the 8-bit (row, word) index left by one); four rounds swap row and word.
+    let lo: [i32; 16] = from_fn(|j| (j / 2 + 16 * (j % 2)) as i32);
+    // SAFETY: 16 ints.
+    let lo = unsafe { _mm512_loadu_si512(lo.as_ptr() as *const __m512i) };
+    let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    for _ in 0..4 {
+        let mut y = x;
+        for i in 0..8 {
+            y[2 * i] = _mm512_permutex2var_epi32(x[i], lo, x[i + 8]);
+            y[2 * i + 1] = _mm512_permutex2var_epi32(x[i], hi, x[i + 8]);
+        }
+        x = y;
+    }
+    x
 }
