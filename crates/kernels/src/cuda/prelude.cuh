@@ -22,19 +22,9 @@ __device__ __forceinline__ float tf_warp_sum(float v) {
     return v;
 }
 
-// acc + a[i] * b[i] over i = first, first + stride, ... < n as one FMA chain in that order, loading 16 (then 8) terms ahead.
+// acc + a[i] * b[i] over i = first, first + stride, ... < n as one FMA chain in that order, loading 8 terms ahead.
 __device__ __forceinline__ float tf_strided_dot(const float* a, const float* b, int n, int first, int stride, float acc) {
     int i = first;
-    for (; i + 15 * stride < n; i += 16 * stride) {
-        float av[16], bv[16];
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-            av[u] = a[i + u * stride];
-            bv[u] = b[i + u * stride];
-        }
-#pragma unroll
-        for (int u = 0; u < 16; ++u) acc = fmaf(av[u], bv[u], acc);
-    }
     for (; i + 7 * stride < n; i += 8 * stride) {
         float av[8], bv[8];
 #pragma unroll

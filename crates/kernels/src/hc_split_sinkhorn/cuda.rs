@@ -1,4 +1,4 @@
-//! CUDA `hc_split_sinkhorn`: one block per row, one warp per comb row then per column in each Sinkhorn pass (one warp for the whole comb when hc <= 4).
+//! CUDA `hc_split_sinkhorn`: one block per row, one warp per comb row then per column in each Sinkhorn pass.
 
 use cudarc::driver::PushKernelArg;
 
