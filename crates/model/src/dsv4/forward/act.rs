@@ -28,7 +28,8 @@ pub fn readbacks() -> (u64, f64) {
     (n, ns as f64 * 1e-9)
 }
 
-fn cuda_ok<R>(what: &str, r: Result<R, cudarc::driver::DriverError>) -> R {
+/// The value of a CUDA call, or a panic naming what failed (the runner turns it into the pass's error).
+pub(super) fn cuda_ok<R>(what: &str, r: Result<R, impl std::fmt::Debug>) -> R {
     r.unwrap_or_else(|e| panic!("{what} on CUDA failed: {e:?}"))
 }
 

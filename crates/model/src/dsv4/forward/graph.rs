@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cudarc::driver::CudaSlice;
 use tensorfold_kernels::cuda::{self, Gpu, Graph};
 
-use super::act::Act;
+use super::act::{Act, cuda_ok};
 use super::device::CudaDevice;
 use super::{Pass, block, slots};
 use crate::dsv4::weights::Block;
@@ -55,10 +55,6 @@ impl CudaDevice {
     pub fn graph_launches(&self) -> u64 {
         self.replays.launches.load(Ordering::Relaxed)
     }
-}
-
-fn cuda_ok<R>(what: &str, r: Result<R, impl std::fmt::Debug>) -> R {
-    r.unwrap_or_else(|e| panic!("{what} on CUDA failed: {e:?}"))
 }
 
 /// The MoE half of block `w` on streams `x`: replayed from a graph where this shape ran before, else run eagerly.
