@@ -12,6 +12,13 @@ __device__ __forceinline__ u32 tf_smem_addr(const void* p) {
     return r;
 }
 
+__device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
+
+// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes at shared address dst.
+__device__ __forceinline__ void tf_cp_async16_at(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
 __device__ __forceinline__ void tf_ldmatrix_x4(u32* r, const u16* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

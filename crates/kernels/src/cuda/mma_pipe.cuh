@@ -2,8 +2,6 @@
 #define PIPE_RING 3
 #define PIPE_BM 128
 
-__device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
-
 // Waits until at most one of this thread's committed copy groups is still in flight.
 __device__ __forceinline__ void tf_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
@@ -15,11 +13,6 @@ __device__ __forceinline__ u16 tf_f16(float x) {
     u16 r;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
     return r;
-}
-
-// Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes at shared address dst.
-__device__ __forceinline__ void tf_cp_async16_at(u32 dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
 // A 16-byte copy as tf_cp_async16_at, or 16 zero bytes when zero is set.
