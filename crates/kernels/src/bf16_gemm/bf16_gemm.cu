@@ -272,6 +272,7 @@ extern "C" __global__ void __launch_bounds__(256) bf16_gemm_rows(const float* x,
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
+#pragma unroll 16
         for (int s = 0; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row

@@ -1,6 +1,6 @@
 //! CUDA `bf16_gemm`: 64x128 tensor-core tiles (x split exactly into three bf16 pieces), K in fixed 32-wide stages, so every row's bits are the same at any batch size; decode rows split the stages over warps.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
 use crate::faults::Faults;
@@ -8,6 +8,9 @@ use crate::fp8_gemm::DECODE_ROWS;
 
 /// The most per-stage partials the split decode entry stores.
 const MAX_PARTS: usize = 1 << 22;
+
+/// Threads a block of the chain entry.
+const CHAIN_BLOCK: u32 = 64;
 
 /// Decode outputs of fewer 16-column tiles than this split the stages over warps.
 const SPLIT_BELOW: usize = 1024;
@@ -48,7 +51,8 @@ pub fn bf16_gemm_cuda<'a>(
         let tiles = n.div_ceil(16);
         let split = tiles < SPLIT_BELOW && stages * m * n <= MAX_PARTS;
         let rows = gpu.function(&KERNEL, "bf16_gemm_rows", faults)?;
-        let mut parts = gpu.zeros::<f32>(if split { stages * m * n } else { 1 })?;
+        // Split launches write every partial before the chain reads it; unsplit ones never touch parts.
+        let mut parts = gpu.scratch::<f32>(if split { stages * m * n } else { 1 })?;
         {
             let mut yv = y.view();
             let sp = split as i32;
@@ -71,10 +75,15 @@ pub fn bf16_gemm_cuda<'a>(
             let ss = stages as i32;
             let mut b = gpu.stream.launch_builder(&chain);
             b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
+            // Small blocks spread the chains' loads over more SMs (any block size gives the same bits).
+            let block = launch.block.min(CHAIN_BLOCK);
+            let config = LaunchConfig {
+                grid_dim: (launch.grid((m * n).div_ceil(block as usize)), 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
             // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
-            cuda::launched("bf16_gemm_chain", unsafe {
-                b.launch(launch.config((m * n).div_ceil(256)))
-            })?;
+            cuda::launched("bf16_gemm_chain", unsafe { b.launch(config) })?;
         }
     } else {
         let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
