@@ -1,4 +1,4 @@
-//! Decode rounds replayed as CUDA graphs give the same logit bits as the same rounds launched kernel by kernel (skips, saying why, without CUDA).
+//! Decode rounds replayed as CUDA graphs (attention fronts and MoE halves) give the same logit bits as the same rounds launched kernel by kernel (skips, saying why, without CUDA).
 
 mod common;
 
@@ -53,8 +53,9 @@ fn replayed_decode_rounds_match_launched_ones() {
         let got = rounds(&m, &replayed, rows, 5);
         assert_eq!(eager.graph_launches(), 0, "graphs were off");
         let layers = m.config.num_hidden_layers as u64;
+        // Each layer's attention front and MoE half, from the second decode round on.
         assert!(
-            replayed.graph_launches() - before >= 3 * layers,
+            replayed.graph_launches() - before >= 2 * 4 * layers,
             "{rows} rows: {} graph launches",
             replayed.graph_launches() - before
         );

@@ -4,45 +4,49 @@ use tensorfold_kernels::index_scores::IndexShape;
 use tensorfold_kernels::sparse_attn::AttnShape;
 
 use super::act::Act;
+use super::block::Mapping;
 use super::compressor;
+use super::front::{Front, IndexFront};
 use super::pending::Pending;
 use super::table::Table;
 use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
-use crate::dsv4::weights::{Attention, Indexer};
+use crate::dsv4::weights::Attention;
 
-/// Runs layer `layer_idx`'s attention on normed rows `x` `[rows, D]`, returning `[rows, D]`.
-pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Act, cache: &mut Dsv4Cache) -> Act {
+/// Runs layer `layer_idx`'s attention from its `front` (see `front.rs`), returning `[rows, D]` and the front's mHC mapping.
+pub(crate) fn attention(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Attention,
+    front: Front,
+    cache: &mut Dsv4Cache,
+) -> (Act, Mapping) {
     let m = pass.model;
     let c = &m.config;
     let dev = &pass.device;
-    let (rows, h, hd, rope_dim) = (pass.rows(), c.num_attention_heads, c.head_dim, c.qk_rope_head_dim);
+    let (rows, h, hd) = (pass.rows(), c.num_attention_heads, c.head_dim);
     let ratio = c.compress_ratio(layer_idx);
     let freqs = m.rope_for(ratio);
+    let Front {
+        map,
+        q,
+        kv,
+        comp,
+        index,
+    } = front;
 
-    let qa = linear::fp8(pass, x, &w.wq_a); // [rows, q_lora]
-    let mut qr = dev.alloc(qa.len());
-    ops::rms_norm(dev, &qa, &w.q_norm, pass.eps(), &mut qr);
-    let mut q = linear::fp8(pass, &qr, &w.wq_b); // [rows, H * hd]
-    ops::head_rms_norm(dev, &mut q, hd, pass.eps());
-    ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
-
-    let kv_raw = linear::fp8(pass, x, &w.wkv); // [rows, hd]
-    let mut kv = dev.alloc(kv_raw.len());
-    ops::rms_norm(dev, &kv_raw, &w.kv_norm, pass.eps(), &mut kv);
-    ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
-    if m.semantics.kv_fp8_round_trip {
-        ops::act_quant(dev, &mut kv, hd, hd - rope_dim, 64);
+    if let (Some(w), Some(rows)) = (&w.compressor, comp) {
+        compressor::step(pass, layer_idx, w, rows, cache, EntryKind::Kv);
     }
-
-    if let Some(comp) = &w.compressor {
-        compressor::step(pass, layer_idx, comp, x, cache, EntryKind::Kv);
-    }
-    let scores = w.indexer.as_ref().and_then(|idx| {
-        compressor::step(pass, layer_idx, &idx.compressor, x, cache, EntryKind::Index);
-        indexer_scores(pass, layer_idx, idx, x, &qr, cache)
-    });
+    let scores = match (&w.indexer, index) {
+        (Some(idx), Some(front)) => {
+            let IndexFront { iq, iw, comp } = front;
+            compressor::step(pass, layer_idx, &idx.compressor, comp, cache, EntryKind::Index);
+            indexer_scores(pass, layer_idx, &iq, &iw, cache)
+        }
+        _ => None,
+    };
 
     let (table, lists, width, picks) = gather(pass, layer_idx, &kv, w.indexer.is_some(), cache);
     let mut lists = dev.put(lists);
@@ -78,16 +82,15 @@ pub(crate) fn attention(pass: &Pass<'_>, layer_idx: usize, w: &Attention, x: &Ac
 
     pass.defer(Pending::Window { layer: layer_idx, kv });
     let oa = linear::grouped(pass, &o, &w.wo_a, c.o_groups);
-    linear::fp8(pass, &oa, &w.wo_b)
+    (linear::fp8(pass, &oa, &w.wo_b), map)
 }
 
-/// The indexer's scores of each row's visible compressed entries `[rows, cols]` and the visible counts; `None` when no row sees one.
+/// The indexer's scores of each row's visible compressed entries `[rows, cols]` from its queries `iq` and head weights `iw`, and the visible counts; `None` when no row sees one.
 fn indexer_scores(
     pass: &Pass<'_>,
     layer_idx: usize,
-    w: &Indexer,
-    x: &Act,
-    qr: &Act,
+    iq: &Act,
+    iw: &Act,
     cache: &mut Dsv4Cache,
 ) -> Option<(Act, Vec<i32>)> {
     let c = &pass.model.config;
@@ -103,13 +106,6 @@ fn indexer_scores(
     if cols == 0 {
         return None;
     }
-    let mut iq = linear::fp8(pass, qr, &w.wq_b); // [rows, ih * ihd]
-    ops::rope(dev, &mut iq, &pass.pos, ihd, pass.model.rope_for(4), false);
-    if pass.model.semantics.indexer_fp4_round_trip {
-        ops::hadamard(dev, &mut iq, ihd);
-        ops::fp4_round_trip(dev, &mut iq, ihd);
-    }
-    let iw = linear::bf16(pass, x, &w.weights_proj); // [rows, ih]
     // The kernel reads one contiguous key table, so each round gathers the keys from the sequences' blocks.
     let mut keys = Table::new(ihd);
     let mut key_range = vec![0i32; rows * 2];
@@ -126,7 +122,7 @@ fn indexer_scores(
         head_dim: ihd,
         weight_scale: (1.0 / ((ihd * ih) as f64).sqrt()) as f32,
     };
-    ops::index_scores(dev, &iq, &iw, &key_range, &keys.finish(pass, None), shape, &mut scores);
+    ops::index_scores(dev, iq, iw, &key_range, &keys.finish(pass, None), shape, &mut scores);
     Some((scores, visible))
 }
 

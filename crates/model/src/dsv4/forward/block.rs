@@ -7,12 +7,13 @@ use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Block, Hc};
 
 /// The mHC mapping of one sub-block: `y = pre . X` (normed) in, `X' = post * f + C^T X` out.
-struct Mapping {
-    post: Act, // [rows, hc]
-    comb: Act, // [rows, hc, hc]
+pub(crate) struct Mapping {
+    pub post: Act, // [rows, hc]
+    pub comb: Act, // [rows, hc, hc]
 }
 
-fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping) {
+/// mHC in: the sub-block's normed input `[rows, D]` from the streams `x` and its mapping.
+pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping) {
     let c = &pass.model.config;
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
     let dev = &pass.device;
@@ -44,8 +45,8 @@ fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act) -> Act {
 
 /// Runs block `layer_idx` over the streams `x` `[rows, hc, D]`.
 pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache: &mut Dsv4Cache) -> Act {
-    let (y, m) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
-    let f = attention::attention(pass, layer_idx, &w.attn, &y, cache);
+    let front = graph::front(pass, layer_idx, w, x);
+    let (f, m) = attention::attention(pass, layer_idx, &w.attn, front, cache);
     let x = hc_out(pass, &m, &f, x);
     graph::ffn(pass, w, &x)
 }

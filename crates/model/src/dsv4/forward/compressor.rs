@@ -2,16 +2,23 @@
 
 use tensorfold_kernels::compress::CompressShape;
 
-use super::act::Act;
+use super::front::CompRows;
 use super::pending::{Fresh, Pending, state};
 use super::table::Table;
-use super::{Pass, linear, ops};
+use super::{Pass, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::Compressor;
 
-/// Projects the rows for the compressor of `kind` and computes the entries they finish; both wait in the pass's deferred writes.
-pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, cache: &mut Dsv4Cache, kind: EntryKind) {
+/// Feeds the projected `rows` to the compressor of `kind` and computes the entries they finish; both wait in the pass's deferred writes.
+pub(crate) fn step(
+    pass: &Pass<'_>,
+    layer_idx: usize,
+    w: &Compressor,
+    rows: CompRows,
+    cache: &mut Dsv4Cache,
+    kind: EntryKind,
+) {
     let dev = &pass.device;
     let (ratio, hd) = (w.ratio, w.head_dim);
     let shape = CompressShape {
@@ -20,8 +27,7 @@ pub(crate) fn step(pass: &Pass<'_>, layer_idx: usize, w: &Compressor, x: &Act, c
         overlap: ratio == 4,
     };
     let width = shape.width();
-    let kv = linear::bf16(pass, x, &w.wkv);
-    let gate = linear::bf16(pass, x, &w.wgate);
+    let CompRows { kv, gate } = rows;
     // Table rows: each group's held rows, then its new ones; only the entries the rows finish read them.
     let (mut token_idx, mut positions, mut counts, mut first_row) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for (g, group) in pass.groups.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! Decode rounds' MoE halves as CUDA graphs: per block and row count, captured at the second sighting and replayed by one launch after; only in passes that hold the stream.
+//! Decode rounds' fixed-shape block parts as CUDA graphs (the attention front and the MoE half): per block, part and row count, captured at the second sighting and replayed by one launch after; only in passes that hold the stream.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,27 +10,35 @@ use tensorfold_kernels::cuda::{self, Gpu, Graph};
 
 use super::act::{Act, cuda_ok};
 use super::device::CudaDevice;
+use super::front::{self, Front};
 use super::{Pass, block, slots};
 use crate::dsv4::weights::Block;
 
-/// One captured MoE half: the fixed input streams, token ids and output streams its graph reads and writes.
+/// The part of a block a graph records, and which of the pass's integers (positions or token ids) it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Part {
+    Front,
+    Ffn,
+}
+
+/// One captured part: the fixed input streams and integers its graph reads and the outputs it writes.
 struct Captured {
     x: CudaSlice<f32>,
-    ids: CudaSlice<i32>,
-    out: CudaSlice<f32>,
+    ints: CudaSlice<i32>,
+    outs: Vec<(CudaSlice<f32>, usize)>,
     graph: Graph,
 }
 
-/// What is known of a (block, rows) shape so far.
+/// What is known of a (block, part, rows) shape so far: seen once (with its outputs' lengths), recorded, or left eager.
 enum Shape {
-    Seen,
+    Seen(Vec<usize>),
     Ready(Box<Captured>),
     Eager,
 }
 
-/// A device's captured MoE halves, by the block's address and the pass's row count.
+/// A device's captured block parts, by the block's address, the part and the pass's row count.
 pub(crate) struct Replays {
-    shapes: Mutex<HashMap<(usize, usize), Shape>>,
+    shapes: Mutex<HashMap<(usize, Part, usize), Shape>>,
     on: AtomicBool,
     launches: AtomicU64,
 }
@@ -59,44 +67,70 @@ impl CudaDevice {
 
 /// The MoE half of block `w` on streams `x`: replayed from a graph where this shape ran before, else run eagerly.
 pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
+    let mut out = replayed(pass, Part::Ffn, w, x, &|p, x| vec![block::ffn(p, w, x)]);
+    out.pop().expect("the MoE half's output")
+}
+
+/// The attention front of block `w` (layer `layer_idx`) on streams `x`: replayed where this shape ran before, else run eagerly.
+pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Front {
+    let parts = replayed(pass, Part::Front, w, x, &|p, x| {
+        front::front(p, layer_idx, w, x).into_parts()
+    });
+    Front::from_parts(w, parts)
+}
+
+/// `run` on this pass, or its graph's replay at decode shapes on one GPU.
+fn replayed(pass: &Pass<'_>, part: Part, w: &Block, x: &Act, run: &dyn Fn(&Pass<'_>, &Act) -> Vec<Act>) -> Vec<Act> {
     let replays = |c: &&CudaDevice| c.replays.on.load(Ordering::Relaxed) && cuda::holds_turn() && slots::by_slot(pass);
     let Some(c) = pass.device.cuda().filter(replays) else {
-        return block::ffn(pass, w, x);
+        return run(pass, x);
     };
-    let key = (w as *const Block as usize, pass.rows());
+    let key = (w as *const Block as usize, part, pass.rows());
     let mut shapes = c.replays.shapes.lock().expect("graph shapes poisoned");
     match shapes.get(&key) {
         None => {
-            shapes.insert(key, Shape::Seen);
-            return block::ffn(pass, w, x);
+            let out = run(pass, x);
+            shapes.insert(key, Shape::Seen(out.iter().map(Act::len).collect()));
+            return out;
         }
-        Some(Shape::Eager) => return block::ffn(pass, w, x),
-        Some(Shape::Seen) => match catch_unwind(AssertUnwindSafe(|| capture(pass, c.gpu, w, x))) {
-            Ok(Ok(g)) => {
-                shapes.insert(key, Shape::Ready(Box::new(g)));
+        Some(Shape::Eager) => return run(pass, x),
+        Some(Shape::Seen(lens)) => {
+            let lens = lens.clone();
+            match catch_unwind(AssertUnwindSafe(|| capture(pass, part, c.gpu, x, &lens, run))) {
+                Ok(Ok(g)) => {
+                    shapes.insert(key, Shape::Ready(Box::new(g)));
+                }
+                failed => {
+                    let why = match failed {
+                        Ok(Err(why)) => why,
+                        _ => "a launch failed while recording".into(),
+                    };
+                    eprintln!("warning: CUDA graph capture failed ({why}); this decode shape runs without graphs");
+                    shapes.insert(key, Shape::Eager);
+                    return run(pass, x);
+                }
             }
-            failed => {
-                let why = match failed {
-                    Ok(Err(why)) => why,
-                    _ => "a launch failed while recording".into(),
-                };
-                eprintln!("warning: CUDA graph capture failed ({why}); this decode shape runs without graphs");
-                shapes.insert(key, Shape::Eager);
-                return block::ffn(pass, w, x);
-            }
-        },
+        }
         Some(Shape::Ready(_)) => {}
     }
     let Some(Shape::Ready(g)) = shapes.get_mut(&key) else {
         unreachable!("a ready shape")
     };
-    replay(pass, c, g, x)
+    replay(pass, part, c, g, x)
 }
 
-/// Copies `x` and the pass's token ids into the graph's inputs, launches it and copies its output out.
-fn replay(pass: &Pass<'_>, c: &CudaDevice, g: &mut Captured, x: &Act) -> Act {
+/// The pass's integers a part reads.
+fn ints<'p>(pass: &'p Pass<'_>, part: Part) -> &'p Act<i32> {
+    match part {
+        Part::Front => &pass.pos,
+        Part::Ffn => &pass.ids,
+    }
+}
+
+/// Copies `x` and the part's integers into the graph's inputs, launches it and copies its outputs out.
+fn replay(pass: &Pass<'_>, part: Part, c: &CudaDevice, g: &mut Captured, x: &Act) -> Vec<Act> {
     let s = &c.gpu.stream;
-    let (Act::Dev(xs, n), Act::Dev(ids, rows)) = (x, &pass.ids) else {
+    let (Act::Dev(xs, n), Act::Dev(is, rows)) = (x, ints(pass, part)) else {
         panic!("host buffers in a GPU pass");
     };
     cuda_ok(
@@ -104,39 +138,68 @@ fn replay(pass: &Pass<'_>, c: &CudaDevice, g: &mut Captured, x: &Act) -> Act {
         s.memcpy_dtod(&xs.slice(..*n), &mut g.x.slice_mut(..*n)),
     );
     cuda_ok(
-        "copying token ids in",
-        s.memcpy_dtod(&ids.slice(..*rows), &mut g.ids.slice_mut(..*rows)),
+        "copying positions or token ids in",
+        s.memcpy_dtod(&is.slice(..*rows), &mut g.ints.slice_mut(..*rows)),
     );
     cuda_ok("replaying", g.graph.launch());
     c.replays.launches.fetch_add(1, Ordering::Relaxed);
-    let mut out = pass.device.alloc::<f32>(*n);
-    if let Act::Dev(o, _) = &mut out {
-        cuda_ok(
-            "copying streams out",
-            s.memcpy_dtod(&g.out.slice(..*n), &mut o.slice_mut(..*n)),
-        );
-    }
-    out
+    g.outs
+        .iter()
+        .map(|(o, len)| {
+            let mut out = pass.device.alloc::<f32>(*len);
+            if let Act::Dev(d, _) = &mut out
+                && *len > 0
+            {
+                cuda_ok("copying out", s.memcpy_dtod(&o.slice(..*len), &mut d.slice_mut(..*len)));
+            }
+            out
+        })
+        .collect()
 }
 
-/// Records block `w`'s MoE half over fixed buffers shaped like `x` and the pass's token ids.
-fn capture(pass: &Pass<'_>, gpu: &Gpu, w: &Block, x: &Act) -> Result<Captured, String> {
+/// Records `run` over fixed buffers shaped like `x`, the part's integers and outputs of `lens`.
+fn capture(
+    pass: &Pass<'_>,
+    part: Part,
+    gpu: &Gpu,
+    x: &Act,
+    lens: &[usize],
+    run: &dyn Fn(&Pass<'_>, &Act) -> Vec<Act>,
+) -> Result<Captured, String> {
     let (n, rows) = (x.len(), pass.rows());
-    let (xin, ids, mut out) = (gpu.zeros::<f32>(n)?, gpu.zeros::<i32>(rows)?, gpu.zeros::<f32>(n)?);
-    let mut fixed = pass.with_ids(Act::Dev(ids, rows));
+    let (xin, ints) = (gpu.zeros::<f32>(n)?, gpu.zeros::<i32>(rows)?);
+    let mut outs = lens
+        .iter()
+        .map(|&l| Ok((gpu.zeros::<f32>(l)?, l)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let ints = Act::Dev(ints, rows);
+    let mut fixed = match part {
+        Part::Front => pass.fixed(ints, pass.device.zeros(0)),
+        Part::Ffn => pass.fixed(pass.device.zeros(0), ints),
+    };
     let xin = Act::Dev(xin, n);
     let (graph, ()) = gpu.capture(|| {
-        let f = block::ffn(&fixed, w, &xin);
-        let Act::Dev(fs, _) = &f else {
-            panic!("a host buffer in a GPU pass")
-        };
-        cuda_ok(
-            "copying streams out",
-            gpu.stream.memcpy_dtod(&fs.slice(..n), &mut out.slice_mut(..n)),
-        );
+        let parts = run(&fixed, &xin);
+        assert_eq!(parts.len(), outs.len(), "a captured part's outputs");
+        for (p, (o, len)) in parts.iter().zip(outs.iter_mut()) {
+            let Act::Dev(ps, pn) = p else {
+                panic!("a host buffer in a GPU pass")
+            };
+            assert_eq!(pn, len, "a captured part's output length");
+            if *len > 0 {
+                cuda_ok(
+                    "copying out",
+                    gpu.stream.memcpy_dtod(&ps.slice(..*len), &mut o.slice_mut(..*len)),
+                );
+            }
+        }
     })?;
-    let (Act::Dev(x, _), Act::Dev(ids, _)) = (xin, std::mem::replace(&mut fixed.ids, Act::Host(Vec::new()))) else {
+    let ints = match part {
+        Part::Front => &mut fixed.pos,
+        Part::Ffn => &mut fixed.ids,
+    };
+    let (Act::Dev(x, _), Act::Dev(ints, _)) = (xin, std::mem::replace(ints, Act::Host(Vec::new()))) else {
         unreachable!("device buffers made above")
     };
-    Ok(Captured { x, ids, out, graph })
+    Ok(Captured { x, ints, outs, graph })
 }

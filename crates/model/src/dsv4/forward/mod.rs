@@ -6,6 +6,7 @@ mod block;
 pub mod collective;
 mod compressor;
 pub mod device;
+mod front;
 mod graph;
 mod jobs;
 mod linear;
@@ -99,15 +100,15 @@ impl<'a> Pass<'a> {
         )
     }
 
-    /// This pass's rows with token ids `ids`, touching no sequence state: the fixed inputs of a graph capture.
-    fn with_ids(&self, ids: Act<i32>) -> Pass<'a> {
+    /// This pass's rows with device positions `pos` and token ids `ids`, touching no sequence state: the fixed inputs of a graph capture.
+    fn fixed(&self, pos: Act<i32>, ids: Act<i32>) -> Pass<'a> {
         Pass {
             device: self.device.clone(),
             positions: self.positions.clone(),
             groups: Vec::new(),
             model: self.model,
             ranks: None,
-            pos: self.device.zeros(0),
+            pos,
             ids,
             pending: RefCell::default(),
         }

@@ -1,0 +1,130 @@
+//! A block's attention front, the part whose shapes repeat every decode round: mHC in, the normed rows' projections (queries, KV, compressor rows, indexer queries and weights).
+
+use super::act::Act;
+use super::block::{Mapping, hc_in};
+use super::{Pass, linear, ops};
+use crate::dsv4::weights::{Block, Compressor};
+
+/// A compressor's projected rows `[rows, width]`: KV and gate.
+pub(crate) struct CompRows {
+    pub kv: Act,
+    pub gate: Act,
+}
+
+/// The indexer's front: its queries `[rows, ih * ihd]` (RoPE'd, rotated and FP4 round-tripped as the semantics say), head weights `[rows, ih]` and its compressor's rows.
+pub(crate) struct IndexFront {
+    pub iq: Act,
+    pub iw: Act,
+    pub comp: CompRows,
+}
+
+/// Everything the rest of a block's attention reads from its input streams.
+pub(crate) struct Front {
+    pub map: Mapping,
+    /// Queries `[rows, H * hd]`, head-normed and RoPE'd.
+    pub q: Act,
+    /// This round's KV rows `[rows, hd]`, normed, RoPE'd (and FP8 round-tripped as the semantics say).
+    pub kv: Act,
+    pub comp: Option<CompRows>,
+    pub index: Option<IndexFront>,
+}
+
+/// Projects a compressor's rows from the normed rows `x`.
+fn comp_rows(pass: &Pass<'_>, w: &Compressor, x: &Act) -> CompRows {
+    CompRows {
+        kv: linear::bf16(pass, x, &w.wkv),
+        gate: linear::bf16(pass, x, &w.wgate),
+    }
+}
+
+/// Block `w`'s (layer `layer_idx`) attention front over the streams `x` `[rows, hc, D]`.
+pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Front {
+    let (y, map) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
+    let m = pass.model;
+    let (c, a) = (&m.config, &w.attn);
+    let dev = &pass.device;
+    let (hd, rope_dim) = (c.head_dim, c.qk_rope_head_dim);
+    let freqs = m.rope_for(c.compress_ratio(layer_idx));
+
+    let qa = linear::fp8(pass, &y, &a.wq_a); // [rows, q_lora]
+    let mut qr = dev.alloc(qa.len());
+    ops::rms_norm(dev, &qa, &a.q_norm, pass.eps(), &mut qr);
+    let mut q = linear::fp8(pass, &qr, &a.wq_b); // [rows, H * hd]
+    ops::head_rms_norm(dev, &mut q, hd, pass.eps());
+    ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
+
+    let kv_raw = linear::fp8(pass, &y, &a.wkv); // [rows, hd]
+    let mut kv = dev.alloc(kv_raw.len());
+    ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
+    ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
+    if m.semantics.kv_fp8_round_trip {
+        ops::act_quant(dev, &mut kv, hd, hd - rope_dim, 64);
+    }
+
+    let comp = a.compressor.as_ref().map(|comp| comp_rows(pass, comp, &y));
+    let index = a.indexer.as_ref().map(|idx| {
+        let ihd = c.index_head_dim;
+        let mut iq = linear::fp8(pass, &qr, &idx.wq_b); // [rows, ih * ihd]
+        ops::rope(dev, &mut iq, &pass.pos, ihd, m.rope_for(4), false);
+        if m.semantics.indexer_fp4_round_trip {
+            ops::hadamard(dev, &mut iq, ihd);
+            ops::fp4_round_trip(dev, &mut iq, ihd);
+        }
+        IndexFront {
+            iq,
+            iw: linear::bf16(pass, &y, &idx.weights_proj), // [rows, ih]
+            comp: comp_rows(pass, &idx.compressor, &y),
+        }
+    });
+    Front {
+        map,
+        q,
+        kv,
+        comp,
+        index,
+    }
+}
+
+impl Front {
+    /// Its buffers in a fixed order: post, comb, q, kv, then the compressor's and the indexer's when the block has them.
+    pub fn into_parts(self) -> Vec<Act> {
+        let mut v = vec![self.map.post, self.map.comb, self.q, self.kv];
+        if let Some(c) = self.comp {
+            v.extend([c.kv, c.gate]);
+        }
+        if let Some(i) = self.index {
+            v.extend([i.iq, i.iw, i.comp.kv, i.comp.gate]);
+        }
+        v
+    }
+
+    /// The front of block `w` from buffers in `into_parts`'s order.
+    pub fn from_parts(w: &Block, parts: Vec<Act>) -> Front {
+        let mut it = parts.into_iter();
+        let mut next = || it.next().expect("a front part for each buffer the block has");
+        let map = Mapping {
+            post: next(),
+            comb: next(),
+        };
+        let (q, kv) = (next(), next());
+        let comp = w.attn.compressor.as_ref().map(|_| CompRows {
+            kv: next(),
+            gate: next(),
+        });
+        let index = w.attn.indexer.as_ref().map(|_| IndexFront {
+            iq: next(),
+            iw: next(),
+            comp: CompRows {
+                kv: next(),
+                gate: next(),
+            },
+        });
+        Front {
+            map,
+            q,
+            kv,
+            comp,
+            index,
+        }
+    }
+}
