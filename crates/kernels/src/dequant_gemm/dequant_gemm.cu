@@ -123,14 +123,19 @@ __device__ __forceinline__ uint4 tf_ldg16_na(const void* p) {
     return v;
 }
 
-// dequant_gemm_rows for FP8 weights with K a multiple of 32 and 16-byte aligned x and w: a lane's weight words of four of its chunks loaded at once (all of K up to 4096, then kept for every row), the same products and chain.
+// The longest K whose activation row dequant_gemm_rows' FP8 path stages in shared memory, and a chunk's floats there (32 and 4 of padding, so a lane's 16-byte reads of its own chunk miss no bank another of 8 lanes hits).
+#define XS_MAX_K 8192
+#define XS_ROW 36
+
+// dequant_gemm_rows for FP8 weights, K a multiple of 32 up to XS_MAX_K, 16-byte aligned x and w, and each block's 8 columns in one group: a lane's weight words of four of its chunks loaded at once (all of K up to 4096, then kept for every row), the activation row staged in shared memory by coalesced loads, the same products and chain.
 __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w, const u8* scales, float* y, int m, int n, int k, int groups,
                                                     int y_stride) {
+    __shared__ __align__(16) float xs[XS_MAX_K / TK * XS_ROW];
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int chunks = k / TK, grid_cols = (k + 127) / 128;
     int total = n * groups;
-    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < total; col += gridDim.x * warps) {
-        int g = col / n;
+    for (int base = blockIdx.x * warps; base < total; base += gridDim.x * warps) {
+        int col = base + threadIdx.x / 32, g = base / n;
         uint4 ww[4][2];
         float sc[4];
         for (int r = 0; r < m; ++r) {
@@ -138,7 +143,13 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
 #ifdef TF_FAULT_skip_last_row
             skip = r == m - 1;
 #endif
-            const float* xr = x + ((size_t)r * groups + g) * k;
+            const float4* xr = (const float4*)(x + ((size_t)r * groups + g) * k);
+            // Every warp is done with the last row's activations; then this row's, 8 float4 a chunk.
+            __syncthreads();
+            for (int i = threadIdx.x; i < k / 4; i += blockDim.x) *(float4*)&xs[i / 8 * XS_ROW + 4 * (i % 8)] = __ldg(xr + i);
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
             float acc = 0.0f;
 #pragma unroll 1
             for (int cb = 0; cb < chunks; cb += 128) {
@@ -162,11 +173,11 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
                     if (c0 >= chunks) break;
                     float part = 0.0f;
                     if (c < chunks) {
-                        const float4* xc = (const float4*)(xr + c * TK);
+                        const float4* xc = (const float4*)&xs[c * XS_ROW];
                         u32 wv[8] = {ww[i][0].x, ww[i][0].y, ww[i][0].z, ww[i][0].w, ww[i][1].x, ww[i][1].y, ww[i][1].z, ww[i][1].w};
 #pragma unroll
                         for (int q = 0; q < 8; ++q) {
-                            float4 xq = __ldg(xc + q);
+                            float4 xq = xc[q];
                             float v[4];
                             tf_e4m3x4_scaled(wv[q], sc[i], v);
                             part = fmaf(xq.x, v[0], part);
@@ -187,7 +198,7 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
 // Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
 extern "C" __global__ void __launch_bounds__(256, 4) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
-    if (!fp4 && k % TK == 0 && (((size_t)x | (size_t)w) & 15) == 0) {
+    if (!fp4 && k % TK == 0 && k <= XS_MAX_K && n % (blockDim.x / 32) == 0 && (((size_t)x | (size_t)w) & 15) == 0) {
         tf_dequant_rows_fp8(x, w, scales, y, m, n, k, groups, y_stride);
         return;
     }
