@@ -293,6 +293,13 @@ __device__ __forceinline__ void tf_e2m1x8_rows(u32 x, int swap, u32* h) {
     for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(__byte_perm(lo, hi, (u32)(i << 4 | (4 + i) << 12)) & 0x8e008e00u, 0x74007400u);
 }
 
+// tf_e8m0_to_f32 by selects, no branches: the same bits.
+__device__ __forceinline__ float tf_e8m0_sel(u8 c) {
+    u32 v = (u32)c << 23;
+    v = c == 0u ? 0x00400000u : v;
+    return __uint_as_float(c == 255u ? 0x7fc00000u : v);
+}
+
 // Asynchronous copy of `bytes` (0..4, the rest zero-filled) from global src into 4 bytes at shared address dst.
 __device__ __forceinline__ void tf_cp_async4_at(u32 dst, const void* src, int bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
@@ -347,10 +354,10 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
     bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     bool svec = FMT == MMA_FP4 && (k / 32) % 4 == 0 && ((size_t)w_scale % 4) == 0;
     int orow = tid / ROWS_BN, ocol = tid % ROWS_BN, prow = MR == 1 ? 0 : orow;
-    // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn.
+    // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn; item it is round rr of the block's tile tq, it = tq * rounds + rr.
     int items = (int)blockIdx.x < tiles ? ((tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1) * rounds : 0;
-    auto tile_of = [&](int it) { return (int)blockIdx.x + it / rounds * (int)gridDim.x; };
-    auto round_of = [&](int it) { return rev ? rounds - 1 - it % rounds : it % rounds; };
+    auto tile_at = [&](int tq) { return (int)blockIdx.x + tq * (int)gridDim.x; };
+    auto round_at = [&](int rr) { return rev ? rounds - 1 - rr : rr; };
     // Piece p of a lane: row pr(p), 16 bytes at pk(p) of the chunk's row (FP8: 8 lanes a row; FP4: 4 lanes a row), at byte poff(p) of a ring slot (16-byte slots swizzled against bank conflicts).
     auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
     auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
@@ -359,10 +366,10 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
     // The swizzle sees only pr(p)'s low bits: FP8 row & 7 is 4 (p % 2) + lane / 8, FP4 (row >> 1) & 3 is (lane / 4 >> 1) & 3, so pieces share offsets up to constants.
     auto poff = [&](int p) { return pr(p) * WROW + (swz(FMT == MMA_FP8 ? 4 * (p % 2) + lane / 8 : lane / 4, pk(p)) << 4); };
     u32 ring0 = tf_smem_addr(&sm.ring[warp][0][0]), rsc0 = tf_smem_addr(&sm.rsc[warp][0][0]);
-    // Item it's weight pieces of this warp (FP4: and scale bytes) into ring slot it % RD, zeros outside the matrix; one copy group a call.
-    auto issue = [&](int it) {
+    // Item it's (round rr of tile tq) weight pieces of this warp (FP4: and scale bytes) into ring slot it % RD, zeros outside the matrix; one copy group a call.
+    auto issue = [&](int it, int tq, int rr) {
         if (it < items) {
-            int n0 = tile_of(it) * ROWS_BN, c = 8 * round_of(it) + warp, slot = it % RD;
+            int n0 = tile_at(tq) * ROWS_BN, c = 8 * round_at(rr) + warp, slot = it % RD;
             u32 dst = ring0 + (u32)(slot * ROWS_BN * WROW);
             bool whole = (FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages) && n0 + ROWS_BN <= n;
 #pragma unroll
@@ -405,9 +412,9 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
     // A fragments (rows 0 to 7) and scales of item it, loaded an item ahead of their use (zeros past the last item).
     u32 af[8][2];
     float sw_ld = 0.0f, sa_ld = 0.0f;
-    auto load_a = [&](int it) {
+    auto load_a = [&](int it, int tq, int rr) {
         bool live = it < items;
-        int r = round_of(it), c = 8 * r + warp;
+        int r = round_at(rr), c = 8 * r + warp;
         // A chunk wholly inside K: the same words with only the row test.
         if (live && c < chunks && c * 128 + 128 <= kend) {
             const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
@@ -435,19 +442,21 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
         }
         if constexpr (FMT == MMA_FP8) {
             int t = 8 * r + tid % 8;
-            int gn = min((live ? tile_of(it) * ROWS_BN : 0) + tid / 8, n - 1);
+            int gn = min((live ? tile_at(tq) * ROWS_BN : 0) + tid / 8, n - 1);
             sw_ld = 0.0f;
-            if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
+            if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_sel(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
         }
         sa_ld = 0.0f;
         if (live && tid < 8 * MR && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
     };
 #pragma unroll
-    for (int d = 0; d < RD; ++d) issue(d);
-    load_a(0);
+    for (int d = 0; d < RD; ++d) issue(d, d / rounds, d % rounds);
+    load_a(0, 0, 0);
     float acc = 0.0f;
+    // (tq, rr): item it's tile and round, carried from item to item.
+    int tq = 0, rr = 0;
     for (int it = 0; it < items; ++it) {
-        int r = round_of(it), c = 8 * r + warp, slot = it % RD, pb = NB == 2 ? it & 1 : 0;
+        int r = round_at(rr), c = 8 * r + warp, slot = it % RD, pb = NB == 2 ? it & 1 : 0;
         u8* ws = sm.ring[warp][slot];
         auto& pt = sm.parts[pb];
         // This lane's copies of the item have landed: its pieces permuted in place so one 32-bit word is one lane's fragment.
@@ -481,12 +490,18 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
             if (lane < ROWS_BN) {
                 u32 sc = *(const u32*)&sm.rsc[warp][slot][4 * lane];
 #pragma unroll
-                for (int p = 0; p < P; ++p) pt.sws[warp * P + p][lane] = tf_e8m0_to_f32((u8)(sc >> (8 * p)));
+                for (int p = 0; p < P; ++p) pt.sws[warp * P + p][lane] = tf_e8m0_sel((u8)(sc >> (8 * p)));
             }
         }
         // Every lane is done with the slot before it is refilled RD items on.
         __syncwarp();
-        issue(it + RD);
+        {
+            // Item it + RD: RD rounds on, past as many tile ends as that crosses.
+            int tn = tq, rn = rr + RD;
+#pragma unroll 1
+            while (rn >= rounds) rn -= rounds, ++tn;
+            issue(it + RD, tn, rn);
+        }
         if (c < chunks) {
             // FP8: one partial over the chunk's 8 k16 steps; FP4: one a 32-wide stage (steps jj, jj + 1, the bytes of two words), stored as it closes.
             float part[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
@@ -535,7 +550,8 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
             if (tid < 8 * ROWS_BN) pt.sws[tid % 8][tid / 8] = sw_ld;
         }
         if (tid < 8 * MR) pt.sas[tid / 8][tid % 8] = sa_ld;
-        load_a(it + 1);
+        bool last = rr == rounds - 1;
+        load_a(it + 1, last ? tq + 1 : tq, last ? 0 : rr + 1);
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
         __syncthreads();
 #endif
@@ -560,8 +576,8 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
                 }
             }
             // A tile's last round: its outputs out.
-            if (it % rounds == rounds - 1) {
-                int gn = tile_of(it) * ROWS_BN + ocol;
+            if (last) {
+                int gn = tile_at(tq) * ROWS_BN + ocol;
                 bool skip = orow >= m || gn >= n;
 #ifdef TF_FAULT_skip_last_column
                 skip = skip || gn == n - 1;
@@ -572,6 +588,10 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
         }
         // One buffer: nothing is stored for the next round until every add of this one is done; two: the next round stores into the other, last read before this round's barrier.
         if constexpr (NB == 1) __syncthreads();
+        if (last)
+            rr = 0, ++tq;
+        else
+            ++rr;
     }
 }
 
