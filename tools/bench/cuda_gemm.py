@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -58,7 +58,9 @@ def rows_blocks(tiles, per, per_sm):
     if "--per-sm" in sys.argv:
         per_sm = int(sys.argv[sys.argv.index("--per-sm") + 1])
     want = max(per_sm * torch.cuda.get_device_properties(0).multi_processor_count // max(per, 1), 1)
-    return -(-tiles // -(-tiles // want))
+    if "--grid-shares" in sys.argv:
+        return -(-tiles // -(-tiles // want))
+    return min(tiles, want)
 
 
 def timed(fn, reps=20, batch=20):
@@ -99,7 +101,7 @@ def main():
     torch.cuda.init()
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
-    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8"])
+    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8", "fp8_gemm_rows_long"])
     fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"], ["mxfp4_gemm_rows8"])
     dq = load(f"{cubins}/dequant_gemm.cubin", ["dequant_gemm_rows"])
     bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm", "bf16_gemm_rows"])
@@ -139,6 +141,9 @@ def main():
                 suffix = "_rows8"
             tiles = (n + 15) // 16 if suffix else ((n + 127) // 128) * ((m + 63) // 64)
             grid = min(rows_blocks(tiles, 1, 3 if suffix == "_rows8" else 2) if suffix else tiles, 65535)
+            # Up to 8 FP8 rows with K >= 4096 take `_rows_long` where the cubin has it (as fp8_gemm/cuda.rs), one block a tile.
+            if kind == "fp8" and suffix == "_rows8" and k >= 4096 and "fp8_gemm_rows_long" in fp8 and "--rows-grid" in sys.argv:
+                suffix, grid = "_rows_long", min(tiles, 65535)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")

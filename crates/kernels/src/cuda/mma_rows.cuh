@@ -293,6 +293,13 @@ __device__ __forceinline__ void tf_e2m1x8_rows(u32 x, int swap, u32* h) {
     for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(__byte_perm(lo, hi, (u32)(i << 4 | (4 + i) << 12)) & 0x8e008e00u, 0x74007400u);
 }
 
+// tf_e8m0_to_f32 by selects, no branches: the same bits.
+__device__ __forceinline__ float tf_e8m0_sel(u8 c) {
+    u32 v = (u32)c << 23;
+    v = c == 0u ? 0x00400000u : v;
+    return __uint_as_float(c == 255u ? 0x7fc00000u : v);
+}
+
 // Asynchronous copy of `bytes` (0..4, the rest zero-filled) from global src into 4 bytes at shared address dst.
 __device__ __forceinline__ void tf_cp_async4_at(u32 dst, const void* src, int bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
@@ -304,24 +311,27 @@ __device__ __forceinline__ void tf_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// tf_mma_rows_lo's shared memory: each warp's ring of raw weight chunks (and, FP4, their scale bytes), one round's partials of rows 0 to 7, and scales.
-template <int FMT>
+// tf_mma_rows_lo's shared memory for up to MR rows (8, or 1 for slots): each warp's ring of raw weight chunks (and, FP4, their scale bytes), a round's partials of rows 0 to MR - 1, and scales; NB buffers of those (two where they fit beside the ring in 48 KiB, so a round needs one barrier).
+template <int FMT, int MR>
 struct TfRowsLoSmem {
-    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : 3;
+    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : MR == 1 ? 4 : 3;
+    static constexpr int NB = FMT == MMA_FP4 && MR > 1 ? 1 : 2;
     __align__(16) u8 ring[8][RD][ROWS_BN * WROW];
     __align__(16) u8 rsc[8][RD][FMT == MMA_FP8 ? 16 : ROWS_BN * 4];
-    float pbuf[8][P][8 * ROWS_BN];
-    float sws[8 * P][ROWS_BN];
-    float sas[8][8];
+    struct Parts {
+        float pbuf[8][P][MR * ROWS_BN];
+        float sws[8 * P][ROWS_BN];
+        float sas[MR][8];
+    } parts[NB];
 };
 
-// Up to 8 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
-template <int FMT>
-__device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+// Up to MR rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
+template <int FMT, int MR>
+__device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                                const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    using S = TfRowsLoSmem<FMT>;
-    constexpr int P = S::P, WROW = S::WROW, RD = S::RD;
-    constexpr int NP = ROWS_BN * WROW / 16 / 32, RA = 4;;
+    using S = TfRowsLoSmem<FMT, MR>;
+    constexpr int P = S::P, WROW = S::WROW, RD = S::RD, NB = S::NB;
+    constexpr int NP = ROWS_BN * WROW / 16 / 32, RA = 4;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles = (n + ROWS_BN - 1) / ROWS_BN;
     int nblk = (k + 127) / 128;
@@ -343,21 +353,23 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
     bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     bool svec = FMT == MMA_FP4 && (k / 32) % 4 == 0 && ((size_t)w_scale % 4) == 0;
-    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
-    // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn.
+    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN, prow = MR == 1 ? 0 : orow;
+    // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn; item it is round rr of the block's tile tq, it = tq * rounds + rr.
     int items = (int)blockIdx.x < tiles ? ((tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1) * rounds : 0;
-    auto tile_of = [&](int it) { return (int)blockIdx.x + it / rounds * (int)gridDim.x; };
-    auto round_of = [&](int it) { return rev ? rounds - 1 - it % rounds : it % rounds; };
+    auto tile_at = [&](int tq) { return (int)blockIdx.x + tq * (int)gridDim.x; };
+    auto round_at = [&](int rr) { return rev ? rounds - 1 - rr : rr; };
     // Piece p of a lane: row pr(p), 16 bytes at pk(p) of the chunk's row (FP8: 8 lanes a row; FP4: 4 lanes a row), at byte poff(p) of a ring slot (16-byte slots swizzled against bank conflicts).
     auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
     auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
+    // Rows differing by a multiple of 8 share a swizzle.
     auto swz = [&](int row, int v) { return FMT == MMA_FP8 ? (v ^ (row & 7)) : (v ^ ((row >> 1) & 3)); };
-    auto poff = [&](int p) { return pr(p) * WROW + (swz(pr(p), pk(p)) << 4); };
+    // The swizzle sees only pr(p)'s low bits: FP8 row & 7 is 4 (p % 2) + lane / 8, FP4 (row >> 1) & 3 is (lane / 4 >> 1) & 3, so pieces share offsets up to constants.
+    auto poff = [&](int p) { return pr(p) * WROW + (swz(FMT == MMA_FP8 ? 4 * (p % 2) + lane / 8 : lane / 4, pk(p)) << 4); };
     u32 ring0 = tf_smem_addr(&sm.ring[warp][0][0]), rsc0 = tf_smem_addr(&sm.rsc[warp][0][0]);
-    // Item it's weight pieces of this warp (FP4: and scale bytes) into ring slot it % RD, zeros outside the matrix; one copy group a call.
-    auto issue = [&](int it) {
+    // Item it's (round rr of tile tq) weight pieces of this warp (FP4: and scale bytes) into ring slot it % RD, zeros outside the matrix; one copy group a call.
+    auto issue = [&](int it, int tq, int rr) {
         if (it < items) {
-            int n0 = tile_of(it) * ROWS_BN, c = 8 * round_of(it) + warp, slot = it % RD;
+            int n0 = tile_at(tq) * ROWS_BN, c = 8 * round_at(rr) + warp, slot = it % RD;
             u32 dst = ring0 + (u32)(slot * ROWS_BN * WROW);
             bool whole = (FMT == MMA_FP8 ? c * 128 + 128 <= kend : 4 * c + 4 <= stages) && n0 + ROWS_BN <= n;
 #pragma unroll
@@ -400,9 +412,9 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
     // A fragments (rows 0 to 7) and scales of item it, loaded an item ahead of their use (zeros past the last item).
     u32 af[8][2];
     float sw_ld = 0.0f, sa_ld = 0.0f;
-    auto load_a = [&](int it) {
+    auto load_a = [&](int it, int tq, int rr) {
         bool live = it < items;
-        int r = round_of(it), c = 8 * r + warp;
+        int r = round_at(rr), c = 8 * r + warp;
         // A chunk wholly inside K: the same words with only the row test.
         if (live && c < chunks && c * 128 + 128 <= kend) {
             const u16* base = q + (size_t)g * q_stride + c * 128 + 2 * t4;
@@ -430,20 +442,23 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
         }
         if constexpr (FMT == MMA_FP8) {
             int t = 8 * r + tid % 8;
-            int gn = min((live ? tile_of(it) * ROWS_BN : 0) + tid / 8, n - 1);
+            int gn = min((live ? tile_at(tq) * ROWS_BN : 0) + tid / 8, n - 1);
             sw_ld = 0.0f;
-            if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
+            if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_sel(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
         }
         sa_ld = 0.0f;
-        if (live && tid < 64 && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
+        if (live && tid < 8 * MR && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
     };
 #pragma unroll
-    for (int d = 0; d < RD; ++d) issue(d);
-    load_a(0);
+    for (int d = 0; d < RD; ++d) issue(d, d / rounds, d % rounds);
+    load_a(0, 0, 0);
     float acc = 0.0f;
+    // (tq, rr): item it's tile and round, carried from item to item.
+    int tq = 0, rr = 0;
     for (int it = 0; it < items; ++it) {
-        int r = round_of(it), c = 8 * r + warp, slot = it % RD;
+        int r = round_at(rr), c = 8 * r + warp, slot = it % RD, pb = NB == 2 ? it & 1 : 0;
         u8* ws = sm.ring[warp][slot];
+        auto& pt = sm.parts[pb];
         // This lane's copies of the item have landed: its pieces permuted in place so one 32-bit word is one lane's fragment.
         tf_cp_wait<RD - 1>();
 #pragma unroll
@@ -469,18 +484,24 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #pragma unroll
         for (int x = 0; x < NX; ++x) {
             int mi = lane / 8, row = (mi % 2) * 8 + lane % 8, v = 2 * x + mi / 2;
-            tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (swz(row, v) << 4)]);
+            tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (swz(lane % 8, v) << 4)]);
         }
         if constexpr (FMT == MMA_FP4) {
             if (lane < ROWS_BN) {
                 u32 sc = *(const u32*)&sm.rsc[warp][slot][4 * lane];
 #pragma unroll
-                for (int p = 0; p < P; ++p) sm.sws[warp * P + p][lane] = tf_e8m0_to_f32((u8)(sc >> (8 * p)));
+                for (int p = 0; p < P; ++p) pt.sws[warp * P + p][lane] = tf_e8m0_sel((u8)(sc >> (8 * p)));
             }
         }
         // Every lane is done with the slot before it is refilled RD items on.
         __syncwarp();
-        issue(it + RD);
+        {
+            // Item it + RD: RD rounds on, past as many tile ends as that crosses.
+            int tn = tq, rn = rr + RD;
+#pragma unroll 1
+            while (rn >= rounds) rn -= rounds, ++tn;
+            issue(it + RD, tn, rn);
+        }
         if (c < chunks) {
             // FP8: one partial over the chunk's 8 k16 steps; FP4: one a 32-wide stage (steps jj, jj + 1, the bytes of two words), stored as it closes.
             float part[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
@@ -511,7 +532,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            sm.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                            if (MR == 8 || g < MR) pt.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
                             part[ni][e] = 0.0f;
                         }
                 }
@@ -521,14 +542,16 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #pragma unroll
                 for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) sm.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                    for (int e = 0; e < 2; ++e)
+                        if (MR == 8 || g < MR) pt.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
             }
         }
         if constexpr (FMT == MMA_FP8) {
-            if (tid < 8 * ROWS_BN) sm.sws[tid % 8][tid / 8] = sw_ld;
+            if (tid < 8 * ROWS_BN) pt.sws[tid % 8][tid / 8] = sw_ld;
         }
-        if (tid < 64) sm.sas[tid / 8][tid % 8] = sa_ld;
-        load_a(it + 1);
+        if (tid < 8 * MR) pt.sas[tid / 8][tid % 8] = sa_ld;
+        bool last = rr == rounds - 1;
+        load_a(it + 1, last ? tq + 1 : tq, last ? 0 : rr + 1);
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
         __syncthreads();
 #endif
@@ -540,11 +563,11 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #pragma unroll
                 for (int u = 0; u < RA; ++u) {
                     int i = rev ? 8 * P - 1 - i0 - u : i0 + u;
-                    float sa = sm.sas[orow][i / P];
+                    float sa = pt.sas[prow][i / P];
 #ifdef TF_FAULT_lost_act_scale
                     sa = 1.0f;
 #endif
-                    pv[u] = sm.pbuf[i / P][i % P][orow * ROWS_BN + ocol], sv[u] = sa * sm.sws[i][ocol];
+                    pv[u] = pt.pbuf[i / P][i % P][prow * ROWS_BN + ocol], sv[u] = sa * pt.sws[i][ocol];
                 }
 #pragma unroll
                 for (int u = 0; u < RA; ++u) {
@@ -553,8 +576,8 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                 }
             }
             // A tile's last round: its outputs out.
-            if (it % rounds == rounds - 1) {
-                int gn = tile_of(it) * ROWS_BN + ocol;
+            if (last) {
+                int gn = tile_at(tq) * ROWS_BN + ocol;
                 bool skip = orow >= m || gn >= n;
 #ifdef TF_FAULT_skip_last_column
                 skip = skip || gn == n - 1;
@@ -563,23 +586,28 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                 acc = 0.0f;
             }
         }
-        __syncthreads();
+        // One buffer: nothing is stored for the next round until every add of this one is done; two: the next round stores into the other, last read before this round's barrier.
+        if constexpr (NB == 1) __syncthreads();
+        if (last)
+            rr = 0, ++tq;
+        else
+            ++rr;
     }
 }
 
-// tf_mma_rows_lo for m rows (1 to 8) with only its own shared layout.
-template <int FMT>
+// tf_mma_rows_lo for m rows (1 to MR) with only its own shared layout.
+template <int FMT, int MR = 8>
 __device__ __forceinline__ void tf_mma_rows_8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, const u8* w_scale,
                                               int col0, float* y, int y_stride, int m, int n, int k) {
-    __shared__ TfRowsLoSmem<FMT> sm;
-    tf_mma_rows_lo<FMT>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    __shared__ TfRowsLoSmem<FMT, MR> sm;
+    tf_mma_rows_lo<FMT, MR>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 // tf_mma_rows' two shared layouts: 9 to 16 rows, 8 or fewer.
 template <int FMT>
 union TfRowsShared {
     TfRowsSmem<FMT> hi;
-    TfRowsLoSmem<FMT> lo;
+    TfRowsLoSmem<FMT, 8> lo;
 };
 
 // tf_mma_rows for m rows (1 to 16): the register-prefetch path where rows 8 to 15 are live, the shared-ring path where they are not.
@@ -590,5 +618,13 @@ __device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const 
     if (m > 8)
         tf_mma_rows<FMT, true>(sm.hi, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else
-        tf_mma_rows_lo<FMT>(sm.lo, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_rows_lo<FMT, 8>(sm.lo, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+}
+
+// tf_mma_rows for m rows (1 to 8) on the register-prefetch path alone: fewer instructions a byte than the ring's in-place permute, for long K.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_reg8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                                 const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    __shared__ TfRowsSmem<FMT> sm;
+    tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

@@ -101,9 +101,107 @@ extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, c
     }
 }
 
+// Bytes 0 to 3 of x (e4m3 codes, never NaN) times s, the products tf_e4m3_byte(x, i) * s gives; two conversions to f16 pairs on sm_89 and later.
+__device__ __forceinline__ void tf_e4m3x4_scaled(u32 x, float s, float* v) {
+#if __CUDA_ARCH__ >= 890
+    asm("{.reg .b16 l, h, a, b, c, d;\n\t.reg .b32 lo, hi;\n\tmov.b32 {l, h}, %4;\n\tcvt.rn.f16x2.e4m3x2 lo, l;\n\tcvt.rn.f16x2.e4m3x2 hi, h;\n\t"
+        "mov.b32 {a, b}, lo;\n\tmov.b32 {c, d}, hi;\n\tcvt.f32.f16 %0, a;\n\tcvt.f32.f16 %1, b;\n\tcvt.f32.f16 %2, c;\n\tcvt.f32.f16 %3, d;\n\t}"
+        : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+        : "r"(x));
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[q] *= s;
+#else
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[q] = tf_e4m3_byte(x, q) * s;
+#endif
+}
+
+// 16 bytes of read-only global memory, not kept in L1.
+__device__ __forceinline__ uint4 tf_ldg16_na(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// The longest K whose activation row dequant_gemm_rows' FP8 path stages in shared memory, and a chunk's floats there (32 and 4 of padding, so a lane's 16-byte reads of its own chunk miss no bank another of 8 lanes hits).
+#define XS_MAX_K 8192
+#define XS_ROW 36
+
+// dequant_gemm_rows for FP8 weights, K a multiple of 32 up to XS_MAX_K, 16-byte aligned x and w, and each block's 8 columns in one group: a lane's weight words of four of its chunks loaded at once (all of K up to 4096, then kept for every row), the activation row staged in shared memory by coalesced loads, the same products and chain.
+__device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w, const u8* scales, float* y, int m, int n, int k, int groups,
+                                                    int y_stride) {
+    __shared__ __align__(16) float xs[XS_MAX_K / TK * XS_ROW];
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    int chunks = k / TK, grid_cols = (k + 127) / 128;
+    int total = n * groups;
+    for (int base = blockIdx.x * warps; base < total; base += gridDim.x * warps) {
+        int col = base + threadIdx.x / 32, g = base / n;
+        uint4 ww[4][2];
+        float sc[4];
+        for (int r = 0; r < m; ++r) {
+            bool skip = false;
+#ifdef TF_FAULT_skip_last_row
+            skip = r == m - 1;
+#endif
+            const float4* xr = (const float4*)(x + ((size_t)r * groups + g) * k);
+            // Every warp is done with the last row's activations; then this row's, 8 float4 a chunk.
+            __syncthreads();
+            for (int i = threadIdx.x; i < k / 4; i += blockDim.x) *(float4*)&xs[i / 8 * XS_ROW + 4 * (i % 8)] = __ldg(xr + i);
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            float acc = 0.0f;
+#pragma unroll 1
+            for (int cb = 0; cb < chunks; cb += 128) {
+                if (r == 0 || chunks > 128) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        int c = cb + 32 * i + lane;
+                        if (c < chunks) {
+                            const u8* wr = w + (size_t)col * k + c * TK;
+                            ww[i][0] = tf_ldg16_na(wr), ww[i][1] = tf_ldg16_na(wr + 16);
+                            sc[i] = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + c * TK / 128]);
+#ifdef TF_FAULT_lost_scale
+                            if (c * TK / 128 == grid_cols - 1) sc[i] = 1.0f;
+#endif
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    int c0 = cb + 32 * i, c = c0 + lane;
+                    if (c0 >= chunks) break;
+                    float part = 0.0f;
+                    if (c < chunks) {
+                        const float4* xc = (const float4*)&xs[c * XS_ROW];
+                        u32 wv[8] = {ww[i][0].x, ww[i][0].y, ww[i][0].z, ww[i][0].w, ww[i][1].x, ww[i][1].y, ww[i][1].z, ww[i][1].w};
+#pragma unroll
+                        for (int q = 0; q < 8; ++q) {
+                            float4 xq = xc[q];
+                            float v[4];
+                            tf_e4m3x4_scaled(wv[q], sc[i], v);
+                            part = fmaf(xq.x, v[0], part);
+                            part = fmaf(xq.y, v[1], part);
+                            part = fmaf(xq.z, v[2], part);
+                            part = fmaf(xq.w, v[3], part);
+                        }
+                    }
+                    int last = min(32, chunks - c0);
+                    for (int j = 0; j < last; ++j) acc += __shfl_sync(0xffffffffu, part, j);
+                }
+            }
+            if (lane == 0 && !skip) y[(size_t)r * y_stride + col] = acc;
+        }
+    }
+}
+
 // Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
-extern "C" __global__ void __launch_bounds__(256) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
+extern "C" __global__ void __launch_bounds__(256, 4) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
+    if (!fp4 && k % TK == 0 && k <= XS_MAX_K && n % (blockDim.x / 32) == 0 && (((size_t)x | (size_t)w) & 15) == 0) {
+        tf_dequant_rows_fp8(x, w, scales, y, m, n, k, groups, y_stride);
+        return;
+    }
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int chunks = (k + TK - 1) / TK, grid_cols = (k + 127) / 128;
     int total = n * groups;

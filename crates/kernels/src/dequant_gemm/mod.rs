@@ -51,6 +51,7 @@ impl Kernel for DequantGemm {
             (4, 256, 1024, 1, 1),
             (20, 64, 512, 2, 0),
             (18, 33, 64, 1, 1),
+            (2, 64, 4608, 2, 0),
         ] {
             cases.push(Case::new(rows, &[("n", n), ("k", k), ("groups", groups), ("fp4", fp4)]));
         }

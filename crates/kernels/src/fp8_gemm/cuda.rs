@@ -11,14 +11,17 @@ pub const MAX_K: usize = 8192;
 /// The most rows that take the `_rows` entry (16-column tiles, K chunks spread over warps).
 pub const DECODE_ROWS: usize = 16;
 
-/// Column blocks of a `_rows` launch over `tiles` 16-column tiles, `per` such launches side by side (slots), `per_sm` blocks resident on an SM: about that many in all, each taking an equal share of tiles in turn, so its copies run on from one tile into the next.
+/// Column blocks of a `_rows` launch over `tiles` 16-column tiles, `per` such launches side by side (slots), `per_sm` blocks resident on an SM: that many in all (every SM full), each taking tiles in turn, shares differing by at most one, so its copies run on from one tile into the next.
 pub fn rows_blocks(sms: u32, tiles: usize, per: usize, per_sm: usize) -> usize {
     let want = (per_sm * sms as usize / per.max(1)).max(1);
-    tiles.div_ceil(tiles.div_ceil(want).max(1))
+    tiles.min(want).max(1)
 }
 
 /// The most rows that take the `_rows8` entry (three blocks an SM, no work for rows 8 to 15).
 pub const SMALL_ROWS: usize = 8;
+
+/// The shortest K at which up to `SMALL_ROWS` rows take the `_rows_long` entry (registers a round ahead, one block a tile).
+pub const LONG_K: usize = 4096;
 
 /// Blocks for the quantiser over `rows` rows of `k`: one warp per (row, 128-block).
 pub fn quant_blocks(launch: &CudaLaunch, rows: usize, k: usize) -> usize {
@@ -34,7 +37,13 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/mma_rows.cuh"),
         include_str!("fp8_gemm.cu")
     ),
-    entries: &["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows", "fp8_gemm_rows8"],
+    entries: &[
+        "fp8_gemm_quant",
+        "fp8_gemm",
+        "fp8_gemm_rows",
+        "fp8_gemm_rows8",
+        "fp8_gemm_rows_long",
+    ],
     controls: &[
         "race_no_sync",
         "race_rows",
@@ -73,6 +82,7 @@ pub fn fp8_gemm_cuda<'a>(
     let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
     let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
     let rows8 = gpu.function(&KERNEL, "fp8_gemm_rows8", faults)?;
+    let long = gpu.function(&KERNEL, "fp8_gemm_rows_long", faults)?;
     let m = x.len() / k;
     let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
     let (mut q, mut qs) = gpu.quant_scratch(m, k)?;
@@ -89,7 +99,9 @@ pub fn fp8_gemm_cuda<'a>(
     {
         let mut yv = y.view();
         // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
-        let (f, entry, tiles) = if m <= SMALL_ROWS {
+        let (f, entry, tiles) = if m <= SMALL_ROWS && k >= LONG_K {
+            (&long, "fp8_gemm_rows_long", n.div_ceil(16))
+        } else if m <= SMALL_ROWS {
             (&rows8, "fp8_gemm_rows8", rows_blocks(gpu.sms, n.div_ceil(16), 1, 3))
         } else if m <= DECODE_ROWS {
             (&rows, "fp8_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1, 2))
@@ -131,13 +143,13 @@ mod tests {
                     (1..=tiles.min(want)).contains(&blocks),
                     "{tiles} tiles {want} wanted: {blocks}"
                 );
-                // Every block takes ceil or floor of the same share, and no block is left without a tile.
+                // Every SM slot is taken while there are tiles for it, and no block is left without a tile.
+                assert_eq!(blocks, tiles.min(want), "{tiles} tiles, {want} wanted");
                 let share = tiles.div_ceil(blocks);
                 assert!(
                     share * blocks >= tiles && (share - 1) * blocks < tiles,
                     "{tiles} over {blocks}"
                 );
-                assert_eq!(share, tiles.div_ceil(want), "{tiles} tiles, {want} wanted");
             }
         }
     }

@@ -46,3 +46,9 @@ extern "C" __global__ void __launch_bounds__(256, 3) fp8_gemm_rows8(const u16* q
                                                                 float* y, int m, int n, int k) {
     tf_mma_rows_8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
+
+// Up to 8 rows (decode) with long K: fp8_gemm_rows' register-prefetch path alone, two blocks an SM.
+extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows_long(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
+                                                                    float* y, int m, int n, int k) {
+    tf_mma_rows_reg8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+}

@@ -52,7 +52,7 @@ impl Kernel for Fp8Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash wq_a, wkv and shared-expert w2.
+        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash wq_a, wkv and shared-expert w2, then a long K with a short last block (the long-K rows entry).
         [
             (3, 1, 1),
             (17, 31, 257),
@@ -63,6 +63,7 @@ impl Kernel for Fp8Gemm {
             (2, 1024, 4096),
             (3, 512, 4096),
             (2, 4096, 2048),
+            (4, 40, 4200),
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))

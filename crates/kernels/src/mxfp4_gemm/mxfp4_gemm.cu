@@ -35,6 +35,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) mxfp4_gemm_slots(const u16*
     int q_stride = (k + 7) / 8 * 8, qs_stride = (k + QB - 1) / QB;
     const u8* w = (const u8*)table[2 * e];
     const u8* w_scale = (const u8*)table[2 * e + 1];
-    tf_mma_rows_8<MMA_FP4>(q + (size_t)row * q_stride, q_stride, q_scale + (size_t)row * qs_stride, qs_stride, w, w_scale, 0,
+    tf_mma_rows_8<MMA_FP4, 1>(q + (size_t)row * q_stride, q_stride, q_scale + (size_t)row * qs_stride, qs_stride, w, w_scale, 0,
                            y + (size_t)s * n, n, 1, n, k);
 }
