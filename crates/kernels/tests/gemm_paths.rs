@@ -107,4 +107,20 @@ fn mxfp4_gemm_bits_equal_on_every_path() {
             mxfp4_gemm(&x, &w, &s, n, k, out, l, Faults::NONE)
         });
     }
+    // One row on a coarse grid (two-digit chunks), mixed with fine chunks, through the whole-range GEMV's staggered streams.
+    for (n, k) in [(300, 2048), (257, 4096)] {
+        let x: Vec<f32> = bytes(k as u64, k)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| match i / 128 % 3 {
+                0 => (b as f32 - 128.0) * 1e-5,
+                _ => b as f32 / 64.0 - 2.0,
+            })
+            .collect();
+        let w = bytes(n as u64 * 13 + 1, n * k / 2);
+        let s: Vec<u8> = bytes(k as u64 + 5, n * k / 32).iter().map(|b| 118 + b % 8).collect();
+        check_all(&format!("mxfp4 coarse row [{n}, {k}]"), 1, n, |l, out| {
+            mxfp4_gemm(&x, &w, &s, n, k, out, l, Faults::NONE)
+        });
+    }
 }

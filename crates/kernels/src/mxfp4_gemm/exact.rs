@@ -18,15 +18,22 @@ struct ChunkPlanes {
     digits: [[i8; 64]; 6],
     /// Digit p, lane l: the bits of `MAGIC` less 12 times the lane's digit sum (the weights enter as W + 12, unsigned).
     init: [[i32; 16]; 3],
+    /// Two-digit chunks (digits of A >> s): 2^(s-2), -MAGIC * 2^s * 257/1024 and 2^(s-10), the factors that combine them.
+    two: [f32; 3],
 }
 
 /// 1.5 * 2^23: adding an integer below 2^22 to its bits adds that integer to its value.
 const MAGIC: f32 = 12_582_912.0;
 
+/// Largest |A >> s| of a two-digit chunk: A + 0x8080 stays within two bytes, so the third digit is 0.
+const MAX_TWO: u32 = 0x7F7F;
+
 /// Byte planes of one activation row, and per chunk whether all of its (bf16) activations are on the 2^-9 grid within +-448, as e4m3 values are.
 pub(super) struct Planes {
     chunks: Vec<ChunkPlanes>,
     exact: Vec<bool>,
+    /// Exact chunks whose digits of A >> s fit two planes (every A a multiple of 2^s, the largest within `MAX_TWO << s`).
+    two: Vec<bool>,
 }
 
 impl Planes {
@@ -34,6 +41,18 @@ impl Planes {
     pub(super) fn exact_chunks(&self) -> usize {
         self.exact.iter().filter(|&&e| e).count()
     }
+
+    /// How many exact chunks take the two-digit path.
+    #[cfg(test)]
+    fn two_digit_chunks(&self) -> usize {
+        self.exact.iter().zip(&self.two).filter(|&(&e, &t)| e && t).count()
+    }
+}
+
+/// The shift s that leaves every A of a chunk (largest magnitude `top`, bitwise or `or`) within two digits, if there is one.
+fn two_digit_shift(top: u32, or: u32) -> Option<u32> {
+    let s = (0..4).find(|&s| top <= MAX_TWO << s)?;
+    (or == 0 || or.trailing_zeros() >= s).then_some(s)
 }
 
 /// Byte 4l + i of digit p's index: byte p of lane l of the first table (i even) or of the second (i odd).
@@ -58,6 +77,7 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
     let mut out = Planes {
         chunks: Vec::with_capacity(chunks),
         exact: Vec::with_capacity(chunks),
+        two: Vec::with_capacity(chunks),
     };
     let scale = _mm512_set1_ps(512.0);
     for c in 0..chunks {
@@ -73,9 +93,26 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
             ok &= back & _mm512_cmple_epu32_mask(_mm512_abs_epi32(i), big);
             i
         });
+        let top = aq
+            .iter()
+            .fold(_mm512_setzero_si512(), |m, &v| _mm512_max_epu32(m, _mm512_abs_epi32(v)));
+        let or = aq.iter().fold(_mm512_setzero_si512(), |m, &v| _mm512_or_si512(m, v));
+        let shift =
+            two_digit_shift(_mm512_reduce_max_epu32(top), _mm512_reduce_or_epi32(or) as u32).filter(|_| ok == 0xFFFF);
+        // A two-digit chunk's digits are those of A >> s (exact: every A is a multiple of 2^s).
+        let aq: [__m512i; 8] = match shift {
+            Some(s) => aq.map(|v| _mm512_sra_epi32(v, _mm_cvtsi32_si128(s as i32))),
+            None => aq,
+        };
+        let e = shift.unwrap_or(0) as i32;
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
             init: [[0; 16]; 3],
+            two: [
+                2f32.powi(e - 2),
+                -MAGIC * 2f32.powi(e) * (257.0 / 1024.0),
+                2f32.powi(e - 10),
+            ],
         };
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
@@ -102,6 +139,7 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         }
         out.chunks.push(p);
         out.exact.push(ok == 0xFFFF);
+        out.two.push(shift.is_some());
     }
     out
 }
@@ -129,6 +167,24 @@ fn lanes_int(d: __m512i, p: &Digits, t: __m512i) -> __m512 {
     let y = _mm512_fmadd_ps(f[2], _mm512_set1_ps(64.0), _mm512_set1_ps(-(65_793.0 / 1024.0) * MAGIC));
     let y = _mm512_fmadd_ps(f[1], _mm512_set1_ps(0.25), y);
     _mm512_fmadd_ps(f[0], _mm512_set1_ps(1.0 / 1024.0), y)
+}
+
+/// `lanes_int` of a two-digit chunk (digits of A >> s, `c` its factors): four VPDPBUSD and two FMAs.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+fn lanes_int2(d: __m512i, p: &Digits, c: &[__m512; 3], t: __m512i) -> __m512 {
+    let lo = _mm512_permutexvar_epi8(d, t);
+    let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
+    let f: [__m512; 2] = from_fn(|i| {
+        _mm512_castsi512_ps(_mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]),
+            hi,
+            p.d[2 * i + 1],
+        ))
+    });
+    // 2^(s-2) T1 - 2^(s-10) MAGIC is exact; the last FMA adds 2^(s-10) F_0 and rounds 2^(s-10) (T0 + 256 T1) once.
+    let y = _mm512_fmadd_ps(f[1], c[0], c[1]);
+    _mm512_fmadd_ps(f[0], c[2], y)
 }
 
 /// One chunk's digit planes and chain starts in registers.
@@ -164,21 +220,31 @@ pub(super) unsafe fn rows_exact(
         let mut q = [_mm512_setzero_ps(); 4];
         if c < full && planes.exact[c] {
             let pc = &planes.chunks[c];
-            // SAFETY: six 64-byte planes and three rows of 16 ints.
+            let two = planes.two[c];
+            // SAFETY: 64-byte planes and rows of 16 ints (the third digit only where it is used).
             let pv = unsafe {
                 Digits {
-                    d: from_fn(|i| _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i)),
+                    d: from_fn(|i| match i < 4 || !two {
+                        true => _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i),
+                        false => _mm512_setzero_si512(),
+                    }),
                     init: from_fn(|i| _mm512_loadu_si512(pc.init[i].as_ptr() as *const __m512i)),
                 }
             };
+            let cv: [__m512; 3] = from_fn(|i| _mm512_set1_ps(pc.two[i]));
+            // The 64 bytes of chunk c of row j, its line `ahead` asked for first.
+            let load = |j: usize| {
+                let p = rows[j].as_ptr().wrapping_add(c * CHUNK_BYTES);
+                // A prefetch never faults.
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
+                // SAFETY: c < full: 64 bytes of the row at p.
+                unsafe { _mm512_loadu_si512(p as *const __m512i) }
+            };
             for (g, q) in q.iter_mut().enumerate() {
-                let lanes: [__m512; 4] = from_fn(|i| {
-                    let p = rows[4 * g + i].as_ptr().wrapping_add(c * CHUNK_BYTES);
-                    // A prefetch never faults.
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
-                    // SAFETY: c < full: 64 bytes of the row at p.
-                    lanes_int(unsafe { _mm512_loadu_si512(p as *const __m512i) }, &pv, tw)
-                });
+                let lanes: [__m512; 4] = match two {
+                    true => from_fn(|i| lanes_int2(load(4 * g + i), &pv, &cv, tw)),
+                    false => from_fn(|i| lanes_int(load(4 * g + i), &pv, tw)),
+                };
                 *q = quarters4(lanes);
             }
         } else {
@@ -231,8 +297,8 @@ mod tests {
         a
     }
 
-    /// Both kernels over 16 random rows; returns (integer path bits, FMA path bits, exact chunks).
-    fn run(values: &[f32], weights: &[u8], force_exact: bool) -> (Vec<u32>, Vec<u32>, usize) {
+    /// Both kernels over 16 random rows; returns (integer path bits, FMA path bits, exact chunks, two-digit chunks).
+    fn run(values: &[f32], weights: &[u8], force_exact: bool) -> (Vec<u32>, Vec<u32>, usize, usize) {
         let k = values.len();
         let a = layout(values);
         let chunks = k / CHUNK;
@@ -251,7 +317,7 @@ mod tests {
             let got = rows_exact(&a, &sa, &p, &swt, &rows, k, 1024);
             let want = rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, Some(1024));
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
-            (bits(got), bits(want), p.exact_chunks())
+            (bits(got), bits(want), p.exact_chunks(), p.two_digit_chunks())
         }
     }
 
@@ -264,7 +330,7 @@ mod tests {
         for seed in 1..6 {
             let values: Vec<f32> = bytes(seed, k).iter().map(|&c| e4m3::TABLE[c as usize & 0xF7]).collect();
             let w = bytes(seed + 100, PAIRS * k / 2);
-            let (got, want, exact) = run(&values, &w, false);
+            let (got, want, exact, _) = run(&values, &w, false);
             assert!(exact > 0, "seed {seed}: no chunk took the integer path");
             assert_eq!(got, want, "seed {seed}");
         }
@@ -304,9 +370,48 @@ mod tests {
             p as f32 as i64 != p
         });
         assert!(rounds, "no lane rounds: the test shows nothing");
-        let (got, want, exact) = run(&values, &w, false);
+        let (got, want, exact, _) = run(&values, &w, false);
         assert_eq!(exact, k / CHUNK);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn two_digit_shift_takes_the_smallest_shift_that_fits() {
+        assert_eq!(two_digit_shift(0, 0), Some(0));
+        assert_eq!(two_digit_shift(MAX_TWO, 1), Some(0));
+        assert_eq!(two_digit_shift(MAX_TWO + 1, 1), None);
+        assert_eq!(two_digit_shift(MAX_TWO + 1, 2), Some(1));
+        assert_eq!(two_digit_shift(MAX_A as u32, 8), Some(3));
+        assert_eq!(two_digit_shift(MAX_A as u32, 4), None);
+        assert_eq!(two_digit_shift((MAX_TWO << 3) + 8, 8), None);
+    }
+
+    #[test]
+    fn two_digit_chunks_give_the_fma_bits() {
+        if !available() {
+            return;
+        }
+        // Even chunks two-digit: codes on the 2^-6 grid up to 448, 240 or 120 (shifts 3, 2, 1), or any code up to 15 (shift 0); odd chunks any finite code.
+        let k = 1024;
+        for (seed, top) in [(30u64, 0x7E), (31, 0x77), (32, 0x6F), (33, 0x57)] {
+            let values: Vec<f32> = bytes(seed, k)
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| {
+                    let low = if top == 0x57 { 0 } else { 0x20 };
+                    let code = match (i / CHUNK % 2, b % 17) {
+                        (0, 0) => 0,
+                        (0, _) => (b & 0x80) | (low + (b & 0x7F) % (top + 1 - low)),
+                        _ => b & 0xF7,
+                    };
+                    e4m3::TABLE[code as usize]
+                })
+                .collect();
+            let w = bytes(seed + 100, PAIRS * k / 2);
+            let (got, want, exact, two) = run(&values, &w, false);
+            assert_eq!((exact, two), (k / CHUNK, k / CHUNK / 2), "seed {seed}");
+            assert_eq!(got, want, "seed {seed}");
+        }
     }
 
     #[test]
@@ -333,7 +438,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let (got, want, exact) = run(&values, &w, false);
+            let (got, want, exact, _) = run(&values, &w, false);
             assert_eq!(exact, k / CHUNK, "seed {seed}");
             assert_eq!(got, want, "seed {seed}");
         }
@@ -352,10 +457,10 @@ mod tests {
         let w: Vec<u8> = (0..PAIRS * k / 2)
             .map(|i| if i % 4 == 0 { 0x17 } else { 0x11 })
             .collect();
-        let (got, want, exact) = run(&values, &w, false);
+        let (got, want, exact, _) = run(&values, &w, false);
         assert_eq!(exact, 0);
         assert_eq!(got, want);
-        let (forced, want, _) = run(&values, &w, true);
+        let (forced, want, _, _) = run(&values, &w, true);
         assert_ne!(
             forced, want,
             "the integer sum must differ here, or this test shows nothing"
@@ -371,7 +476,7 @@ mod tests {
         let mut values: Vec<f32> = bytes(9, k).iter().map(|&c| e4m3::TABLE[c as usize & 0x77]).collect();
         values[130] = f32::NAN;
         let w = bytes(10, PAIRS * k / 2);
-        let (got, want, exact) = run(&values, &w, false);
+        let (got, want, exact, _) = run(&values, &w, false);
         assert_eq!(exact, 1, "only the chunk without the NaN is exact");
         assert_eq!(got, want);
     }

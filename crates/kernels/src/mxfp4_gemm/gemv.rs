@@ -17,6 +17,19 @@ const SCALES_AHEAD: usize = 2;
 /// Bytes ahead in each row's stream that a pass asks the cache for.
 const AHEAD: usize = 1024;
 
+/// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
+const PAGE: usize = 4096;
+
+/// Stream s's columns of `len`: a sixteenth each, stream s starting s % (rows per page) rows later, so the streams cross pages on different passes.
+fn streams(len: usize, row_bytes: usize) -> [Range<usize>; PAIRS] {
+    let span = len.div_ceil(PAIRS);
+    let per_page = (PAGE / row_bytes.max(1)).max(1);
+    // With span >= per_page the starts still ascend.
+    let lag = |s: usize| if span >= per_page { s % per_page } else { 0 };
+    let start = |s: usize| if s == PAIRS { len } else { (s * span + lag(s)).min(len) };
+    from_fn(|s| start(s)..start(s + 1))
+}
+
 /// Columns `cols` of one activation row (`a`, scales `sa`) against `w` [n, k/2] with scales [n, k/32], as `rows_avx512` per column.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub unsafe fn gemv_avx512(
@@ -31,14 +44,18 @@ pub unsafe fn gemv_avx512(
     let (blocks, row_bytes) = (k / BLOCK, k / 2);
     let len = cols.len();
     assert!(len > 0 && out.len() == len && cols.end * row_bytes <= w.len() && cols.end * blocks <= w_scale.len());
-    // Slot s of a pass reads stream s: columns s * span.. in order; a short last stream repeats its last column unstored.
-    let span = len.div_ceil(PAIRS);
+    // Slot s of a pass reads stream s's columns in order; a stream shorter than the longest repeats a column unstored.
+    let streams = streams(len, row_bytes);
+    let passes = streams.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut swt = vec![0f32; blocks * GROUP];
     // SAFETY: `available` checked the features `planes` needs.
     let planes = exact::available().then(|| unsafe { exact::planes(a, k.div_ceil(CHUNK)) });
     let planes = planes.filter(|p| p.exact_chunks() > 0);
-    for step in 0..span {
-        let idx: [usize; PAIRS] = from_fn(|s| (s * span + step).min(len - 1));
+    for step in 0..passes {
+        let idx: [usize; PAIRS] = from_fn(|s| match streams[s].is_empty() {
+            true => len - 1,
+            false => (streams[s].start + step).min(streams[s].end - 1),
+        });
         let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
         // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
         for r in &scale_rows {
@@ -66,7 +83,7 @@ pub unsafe fn gemv_avx512(
             }
         };
         for (s, &v) in got.iter().enumerate() {
-            if s * span + step < len {
+            if streams[s].start + step < streams[s].end {
                 out[idx[s]] = v;
             }
         }
@@ -89,6 +106,29 @@ mod tests {
             }
         };
         (done, swt.iter().map(|s| s.to_bits()).collect())
+    }
+
+    #[test]
+    fn streams_cover_every_column_once_and_cross_pages_apart() {
+        for (len, row_bytes) in [
+            (1, 2048),
+            (17, 2048),
+            (40, 1024),
+            (1024, 2048),
+            (2048, 1024),
+            (1000, 4096),
+            (300, 528),
+        ] {
+            let st = streams(len, row_bytes);
+            let cols: Vec<usize> = st.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(cols, (0..len).collect::<Vec<_>>(), "len {len} row bytes {row_bytes}");
+            assert!(st.iter().all(|r| r.len() <= len.div_ceil(PAIRS) + 1));
+        }
+        // Rows of 2 KB: half the streams start an odd number of rows in, so half cross into a new page per pass.
+        let st = streams(1024, 2048);
+        assert_eq!(st.iter().filter(|r| r.start % 2 == 1).count(), PAIRS / 2);
+        let st = streams(2048, 1024);
+        assert!((0..4).all(|m| st.iter().filter(|r| r.start % 4 == m).count() == PAIRS / 4));
     }
 
     #[test]
