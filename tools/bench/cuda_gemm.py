@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them; tiles without static shared memory get PIPE_SMEM_BYTES dynamic). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out), else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -12,8 +12,6 @@ that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` an
 import ctypes
 import hashlib
 import json
-import os
-import re
 import sys
 
 import torch
@@ -41,22 +39,7 @@ def load(path, entries, optional=()):
     return out
 
 
-def pipe_smem(f):
-    """Dynamic shared memory for a tiles entry: none where the cubin's tiles hold theirs statically, else mma_pipe.cuh's PIPE_SMEM_BYTES (`--pipe-smem N` to override), opted in."""
-    static = ctypes.c_int()
-    check(CU.cuFuncGetAttribute(ctypes.byref(static), 1, f), "cuFuncGetAttribute SHARED_SIZE_BYTES")
-    if static.value > 0:
-        return 0
-    if "--pipe-smem" in sys.argv:
-        size = int(sys.argv[sys.argv.index("--pipe-smem") + 1])
-    else:
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates/kernels/src/cuda/mma_pipe.cuh")
-        size = int(re.search(r"#define PIPE_SMEM_BYTES (\d+)", open(src).read()).group(1))
-    check(CU.cuFuncSetAttribute(f, 8, size), "cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES")
-    return size
-
-
-def launch(f, grid, block, args, smem=0):
+def launch(f, grid, block, args):
     vals = []
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -65,7 +48,7 @@ def launch(f, grid, block, args, smem=0):
             vals.append(ctypes.c_int32(a))
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, stream, ptrs, None), "cuLaunchKernel")
+    check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
 
 def rows_blocks(tiles, per, per_sm):
@@ -161,8 +144,7 @@ def main():
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                f, smem = fp8["fp8_gemm" + suffix], 0 if suffix else pipe_smem(fp8["fp8_gemm"])
-                run = lambda w=w: launch(f, grid, 256, [q16, qs, w, s, y, m, n, k], smem)
+                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -172,8 +154,7 @@ def main():
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
                 launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                f, smem = fp4["mxfp4_gemm" + suffix], 0 if suffix else pipe_smem(fp4["mxfp4_gemm"])
-                run = lambda w=w: launch(f, grid, 256, [q16, qs, w, s, y, m, n, k], smem)
+                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")

@@ -78,18 +78,11 @@ pub fn check(kernel: &CudaKernel, lim: &ArchLimits, resources: &HashMap<String, 
                     lim.registers_per_block
                 ));
             }
-            let opt_in = super::opt_in_shared(entry);
-            let shared = r.shared_bytes + rec.shared_bytes + opt_in;
-            if opt_in == 0 && shared > lim.shared_per_block {
+            let shared = r.shared_bytes + rec.shared_bytes;
+            if shared > lim.shared_per_block {
                 problems.push(format!(
                     "{what}: {shared} bytes of shared memory > {} without opt-in",
                     lim.shared_per_block
-                ));
-            }
-            if opt_in > 0 && shared > lim.shared_per_block_optin {
-                problems.push(format!(
-                    "{what}: {shared} bytes of shared memory (opted in) > {}",
-                    lim.shared_per_block_optin
                 ));
             }
             if rec.max_blocks == 0 || rec.max_blocks as u64 > lim.grid_x {
@@ -133,41 +126,5 @@ mod tests {
         res.get_mut("k").unwrap().shared_bytes = 64 * 1024;
         assert_eq!(check(&K, of(120).unwrap(), &res).len(), 1);
         assert_eq!(check(&K, of(80).unwrap(), &HashMap::new()).len(), 1);
-    }
-
-    #[test]
-    fn an_opted_in_entry_counts_its_dynamic_shared_memory_against_the_opt_in_cap() {
-        static K: CudaKernel = CudaKernel {
-            name: "fp8_gemm",
-            source: "",
-            entries: &["fp8_gemm"],
-            controls: &[],
-            records: &[CudaLaunch::new(256, 1)],
-        };
-        let mut res = HashMap::new();
-        res.insert(
-            "fp8_gemm".to_string(),
-            Resources {
-                registers: 255,
-                ..Resources::default()
-            },
-        );
-        for lim in &TABLE {
-            assert!(check(&K, lim, &res).is_empty(), "sm_{}", lim.arch);
-        }
-        // Past the 99 KiB cap of sm_86, sm_89 and sm_120 with 40 KiB of static memory on top; within sm_80's and sm_90's.
-        res.get_mut("fp8_gemm").unwrap().shared_bytes = 40 * 1024;
-        let over: Vec<u32> = TABLE
-            .iter()
-            .filter(|l| !check(&K, l, &res).is_empty())
-            .map(|l| l.arch)
-            .collect();
-        assert_eq!(over, [86, 89, 120]);
-    }
-
-    #[test]
-    fn the_pipe_shared_bytes_match_the_tiles_source() {
-        let src = include_str!("mma_pipe.cuh");
-        assert!(src.contains(&format!("#define PIPE_SMEM_BYTES {}\n", crate::cuda::PIPE_SHARED_BYTES)));
     }
 }

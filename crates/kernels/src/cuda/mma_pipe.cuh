@@ -1,21 +1,11 @@
 // cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits.
 #define PIPE_RING 3
 #define PIPE_BM 128
-// sm_90a tiles: activation ring slots (copies three stages ahead) and converted-weight buffers, so one MMA group stays in flight across a stage's barrier.
-#define PIPE_WG_RING 5
-#define PIPE_WG_BUFS 3
-// sm_90a FP4 tiles: stages a main-loop round (FP8: 8), the last of which waits for its MMAs.
-#define PIPE_WG_U4 2
-// The dynamic shared memory a tiles launch passes (opted in past 48 KiB): the larger layout and 1024 bytes to align it.
-#define PIPE_SMEM_BYTES 68096
 
 __device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
 
-// Waits until at most N of this thread's committed copy groups are still in flight.
-template <int N>
-__device__ __forceinline__ void tf_cp_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+// Waits until at most one of this thread's committed copy groups is still in flight.
+__device__ __forceinline__ void tf_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 // u16 index of row r, 8-wide chunk c of a 32-wide f16 stage, XOR-swizzled so ldmatrix's eight rows hit distinct banks.
 __device__ __forceinline__ int tf_pipe_a(int r, int c) { return r * MMA_BK + ((c ^ ((r >> 1) & 3)) << 3); }
@@ -72,23 +62,19 @@ __device__ __forceinline__ uint2 tf_pipe_ld8(const void* p) {
     return v;
 }
 
-// One block's shared memory: the activation copy ring of RA stages, RB stages of f16 weights and their column scales.
-template <int RA, int RB>
+// One block's shared memory: the activation copy ring, two stages of f16 weights and their column scales.
 struct TfPipeSmem {
-    u16 as[RA][PIPE_BM * MMA_BK];
-    u16 bs[RB][MMA_BN * MMA_BK];
-    float ss[RB][MMA_BN];
+    u16 as[PIPE_RING][PIPE_BM * MMA_BK];
+    u16 bs[2][MMA_BN * MMA_BK];
+    float ss[2][MMA_BN];
 };
-static_assert(sizeof(TfPipeSmem<PIPE_WG_RING, PIPE_WG_BUFS>) + 1024 <= PIPE_SMEM_BYTES, "PIPE_SMEM_BYTES too small");
-static_assert(sizeof(TfPipeSmem<PIPE_RING, 2>) + 1024 <= PIPE_SMEM_BYTES, "PIPE_SMEM_BYTES too small");
 
-// tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32 with mma.sync, or (WG, sm_90a) 2 warpgroups of 64 x 128 (BM 128) or 64 x 64 (BM 64) with wgmma, each element the same chain; activations copied RA - 1 (WG: RA - 2) stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage. WG keeps a stage's MMA group in flight across the next barrier and alternates two partial sets by close unit, so a unit's scaled add runs under the next unit's MMAs.
-template <int FMT, int BM, bool WG, int RA, int RB>
-__device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride,
-                                               const u8* w, const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+// tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32 with mma.sync, or (WG, sm_90a) 2 warpgroups of 64 x 128 (BM 128) or 64 x 64 (BM 64) with wgmma, each element the same chain; activations copied two stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage.
+template <int FMT, int BM, bool WG>
+__device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     constexpr int MI = BM / 32, AP = BM / 64, NACC = MI * 16;
-    constexpr int DA = WG ? RA - 2 : RA - 1;
-    constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2, B_SLOT = MMA_BN * MMA_BK * 2;
+    constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
     // WG: warpgroup wm's rows and columns of the tile; its warp wn's 16 rows.
@@ -124,12 +110,10 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
         int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
-        // Accumulators and partials: mma.sync's (mi, ni, e) at 16 mi + 4 ni + e; wgmma's fragment order (tf_wgmma_n128), two partial sets.
-        float acc[NACC], part[NACC], part2[WG ? NACC : 1];
+        // Accumulators and partials: mma.sync's (mi, ni, e) at 16 mi + 4 ni + e; wgmma's fragment order (tf_wgmma_n128).
+        float acc[NACC], part[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < (WG ? NACC : 1); ++i) part2[i] = 0.0f;
         // Stage s reads K stage order(s); ascending always (the planted control reverses it in small tiles).
         auto order = [&](int s) {
 #ifdef TF_FAULT_order_by_tile
@@ -159,11 +143,11 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
                 int r = WG ? wg_row + 16 * wn + g + 8 * h : wm * (BM / 2) + mi * 16 + g + 8 * h;
                 qs_off[mi][h] = min(m0 + r, m - 1) * qs_stride;
             }
-        // One copy group: stage s's activations into ring slot s % RA (zeros outside the matrix).
+        // One copy group: stage s's activations into ring slot s % PIPE_RING (zeros outside the matrix).
         auto issue_a = [&](int s) {
             if (s < stages) {
                 int k0 = order(s) * MMA_BK;
-                u32 slot = (u32)(s % RA) * A_SLOT;
+                u32 slot = (u32)(s % PIPE_RING) * A_SLOT;
                 if (k0 + MMA_BK <= kend) {
 #pragma unroll
                     for (int i = 0; i < AP; ++i) tf_cp_async16_or_zero(a_dst[i] + slot, a_src[i] + k0, a_lim[i] <= 0);
@@ -229,21 +213,10 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
         };
         // Activation scales of this thread's rows for the 128-block a stage reads, loaded at the block's first stage.
         float sa[MI][2];
-        auto load_sa = [&](int s) {
-            int kb = order(s) / 4;
-#pragma unroll
-            for (int mi = 0; mi < (WG ? 1 : MI); ++mi)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    sa[mi][h] = q_scale[qs_off[mi][h] + kb];
-#ifdef TF_FAULT_lost_act_scale
-                    sa[mi][h] = 1.0f;
-#endif
-                }
-        };
-        // Stage s's activations have landed and its weights are converted, for every thread: wait, fence (WG), barrier.
-        auto landed = [&]() {
-            tf_cp_wait<DA - 1>();
+        // Stage s: its activations have landed; copy s + 2, MMA s, convert s + 1 (raw codes in rn, then refilled with s + 3), close s.
+        auto body = [&](int s, uint4& rn, float& snext) {
+            if (s >= stages) return;
+            tf_cp_wait1();
 #ifdef TF_WGMMA
             // The landed copies and the converted weights, visible to the tensor cores' reads.
             if constexpr (WG) tf_fence_async_smem();
@@ -251,49 +224,88 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
-        };
-        // Stage s: its activations have landed; copy s + DA, MMA s, convert s + 1 (raw codes in rn, then refilled with s + 3), close s.
-        auto body = [&](int s, uint4& rn, float& snext) {
-            if (s >= stages) return;
-            landed();
-            issue_a(s + DA);
-            if (s % 4 == 0) load_sa(s);
-            u32 a_slot = (u32)(s % RA) * A_SLOT, b_buf = (u32)(s % RB) * B_SLOT;
+            issue_a(s + 2);
+            if (s % 4 == 0) {
+                int kb = order(s) / 4;
+#pragma unroll
+                for (int mi = 0; mi < (WG ? 1 : MI); ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        sa[mi][h] = q_scale[qs_off[mi][h] + kb];
+#ifdef TF_FAULT_lost_act_scale
+                        sa[mi][h] = 1.0f;
+#endif
+                    }
+            }
+            u32 a_slot = (u32)(s % PIPE_RING) * A_SLOT, b_buf = (u32)(s % 2) * (MMA_BN * MMA_BK * 2);
             // The stage's two k16 steps; a block's first stage starts its partials afresh (the same as adding to zeros).
-            bool fresh = FMT != MMA_FP8 || s % 4 == 0;
+            auto mmas = [&](bool fresh) {
+#ifdef TF_WGMMA
+                if constexpr (WG) {
+                    u32 a_at = tf_smem_addr(&sm.as[0][0]) + a_slot + 64 * wg_row, b_at = tf_smem_addr(&sm.bs[0][0]) + b_buf + 64 * wg_col;
+                    tf_wg_arrive();
 #pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                u32 b[4][2];
-#pragma unroll
-                for (int p = 0; p < 2; ++p) {
-                    u32 r[4];
-                    tf_ldmatrix_x4_at(r, lb_at[step] + b_buf + 1024 * p);
-                    b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
-                }
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    u32 a[4];
-                    tf_ldmatrix_x4_at(a, la_at[step] + a_slot + 1024 * mi);
-#pragma unroll
-                    for (int ni = 0; ni < 4; ++ni) {
-                        if (fresh && step == 0)
-                            tf_mma_f16_fresh(&part[16 * mi + 4 * ni], a, b[ni]);
+                    for (int step = 0; step < 2; ++step) {
+                        int keep = !(fresh && step == 0);
+                        if constexpr (BM == 128)
+                            tf_wgmma_n128(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
                         else
-                            tf_mma_f16(&part[16 * mi + 4 * ni], a, b[ni]);
+                            tf_wgmma_n64(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                    }
+                    tf_wg_commit();
+                    return;
+                }
+#endif
+#pragma unroll
+                for (int step = 0; step < 2; ++step) {
+                    u32 b[4][2];
+#pragma unroll
+                    for (int p = 0; p < 2; ++p) {
+                        u32 r[4];
+                        tf_ldmatrix_x4_at(r, lb_at[step] + b_buf + 1024 * p);
+                        b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        u32 a[4];
+                        tf_ldmatrix_x4_at(a, la_at[step] + a_slot + 1024 * mi);
+#pragma unroll
+                        for (int ni = 0; ni < 4; ++ni) {
+                            if (fresh && step == 0)
+                                tf_mma_f16_fresh(&part[16 * mi + 4 * ni], a, b[ni]);
+                            else
+                                tf_mma_f16(&part[16 * mi + 4 * ni], a, b[ni]);
+                        }
                     }
                 }
-            }
-            if (s + 1 < stages) convert(rn, (s + 1) % RB, snext);
+            };
+            if (FMT != MMA_FP8 || s % 4 == 0)
+                mmas(true);
+            else
+                mmas(false);
+            if (s + 1 < stages) convert(rn, (s + 1) % 2, snext);
             snext = scale(s + 2);
             load_b(s + 3, rn);
+#ifdef TF_WGMMA
+            // The stage's MMAs are done: partials readable, its buffers free for the refills after the next barrier.
+            if constexpr (WG) tf_wg_wait0();
+#endif
             // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); the next block's first stage starts a fresh partial.
             bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
             if (close) {
+                if constexpr (WG) {
+#pragma unroll
+                    for (int i = 0; i < NACC; ++i) {
+                        float sw = sm.ss[s % 2][wg_col + 8 * (i / 4) + 2 * t4 + i % 2];
+                        acc[i] = fmaf(part[i], sa[0][(i / 2) % 2] * sw, acc[i]);
+                    }
+                    return;
+                }
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
-                        float sw = sm.ss[s % RB][wn * 32 + ni * 8 + 2 * t4 + c];
+                        float sw = sm.ss[s % 2][wn * 32 + ni * 8 + 2 * t4 + c];
 #pragma unroll
                         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -302,100 +314,18 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
                     }
             }
         };
-        // WG: the scaled add of stage s's close unit from partial set pt (the activation scales still those of its block).
-        auto close_wg = [&](const float* pt, int s) {
-#pragma unroll
-            for (int i = 0; i < NACC; ++i) {
-                float sw = sm.ss[s % RB][wg_col + 8 * (i / 4) + 2 * t4 + i % 2];
-                acc[i] = fmaf(pt[i], sa[0][(i / 2) % 2] * sw, acc[i]);
-            }
-        };
-        // WG stage s into partial set pt (pp the other set, the previous unit's): MMAs issued; the previous stage's group waited for (drain: this one too) and its unit's scaled add if this stage starts a new unit (fresh); blk: a block's first stage.
-        auto body_wg = [&](int s, uint4& rn, float& snext, float* pt, const float* pp, bool fresh, bool blk, bool drain, bool tail) {
-            if (tail && s >= stages) return;
-            landed();
-            issue_a(s + DA);
-#ifdef TF_WGMMA
-            if constexpr (WG) {
-                u32 a_at = tf_smem_addr(&sm.as[0][0]) + (u32)(s % RA) * A_SLOT + 64 * wg_row;
-                u32 b_at = tf_smem_addr(&sm.bs[0][0]) + (u32)(s % RB) * B_SLOT + 64 * wg_col;
-                tf_wg_arrive();
-#pragma unroll
-                for (int step = 0; step < 2; ++step) {
-                    int keep = !(fresh && step == 0);
-                    if constexpr (BM == 128)
-                        tf_wgmma_n128(pt, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
-                    else
-                        tf_wgmma_n64(pt, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
-                }
-                tf_wg_commit();
-            }
-#endif
-            if (s + 1 < stages) convert(rn, (s + 1) % RB, snext);
-            snext = scale(s + 2);
-            load_b(s + 3, rn);
-#ifdef TF_WGMMA
-            if constexpr (WG) {
-                if (drain)
-                    tf_wg_wait0();
-                else
-                    tf_wg_wait1();
-            }
-#endif
-            if (fresh && s > 0) close_wg(pp, s - 1);
-            if (blk) load_sa(s);
-        };
         issue_a(0);
-#pragma unroll
-        for (int d = 1; d < DA; ++d) issue_a(d);
+        issue_a(1);
         uint4 r0, r1;
         load_b(0, r0);
         convert(r0, 0, scale(0));
         load_b(1, r0);
         load_b(2, r1);
         float snext = scale(1);
-        if constexpr (WG) {
-            // Stage s0 + J (s0 a multiple of U) uses partial set (unit of J) % 2, units of four stages (FP8) or one (FP4); raw codes alternate as below. The last stage of each U drains, so no group stays in flight across the loop's back edge (ptxas would serialize the MMAs); the tail's stages all drain.
-            constexpr int U = FMT == MMA_FP8 ? 8 : PIPE_WG_U4;
-            int s0 = 0;
-#define TF_PIPE_SET(J) ((FMT == MMA_FP8 ? (J) / 4 : (J)) % 2 == 1)
-#define TF_PIPE_STEP(J, TAIL)                                                                                                     \
-    if constexpr ((J) < U)                                                                                                        \
-    body_wg(s0 + (J), (J) % 2 ? r1 : r0, snext, TF_PIPE_SET(J) ? part2 : part, TF_PIPE_SET(J) ? part : part2,                     \
-            FMT != MMA_FP8 || (J) % 4 == 0, (J) % 4 == 0, TAIL || (J) == U - 1, TAIL)
-            for (; s0 + U <= stages; s0 += U) {
-                TF_PIPE_STEP(0, false);
-                TF_PIPE_STEP(1, false);
-                TF_PIPE_STEP(2, false);
-                TF_PIPE_STEP(3, false);
-                TF_PIPE_STEP(4, false);
-                TF_PIPE_STEP(5, false);
-                TF_PIPE_STEP(6, false);
-                TF_PIPE_STEP(7, false);
-            }
-            if (s0 < stages) {
-                TF_PIPE_STEP(0, true);
-                TF_PIPE_STEP(1, true);
-                TF_PIPE_STEP(2, true);
-                TF_PIPE_STEP(3, true);
-                TF_PIPE_STEP(4, true);
-                TF_PIPE_STEP(5, true);
-                TF_PIPE_STEP(6, true);
-            }
-#undef TF_PIPE_STEP
-#undef TF_PIPE_SET
-            // The last unit's scaled add (every group done: the last stage drained).
-            int last = stages - 1;
-            if (last >= 0 && (FMT == MMA_FP8 ? last / 4 : last) % 2)
-                close_wg(part2, last);
-            else if (last >= 0)
-                close_wg(part, last);
-        } else {
-            // Raw codes of stage s + 1 sit in r0 at even s, r1 at odd s.
-            for (int s = 0; s < stages; s += 2) {
-                body(s, r0, snext);
-                body(s + 1, r1, snext);
-            }
+        // Raw codes of stage s + 1 sit in r0 at even s, r1 at odd s.
+        for (int s = 0; s < stages; s += 2) {
+            body(s, r0, snext);
+            body(s + 1, r1, snext);
         }
         // Every warp is done with the buffers before the next tile's prologue refills them.
         __syncthreads();
@@ -431,20 +361,17 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem<RA, RB>& sm, const u16
     }
 }
 
-// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64; launched with PIPE_SMEM_BYTES of dynamic shared memory.
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64.
 template <int FMT>
 __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
+    __shared__ __align__(1024) TfPipeSmem sm;
 #ifdef TF_WGMMA
     constexpr bool WG = true;
-    using Smem = TfPipeSmem<PIPE_WG_RING, PIPE_WG_BUFS>;
 #else
     constexpr bool WG = false;
-    using Smem = TfPipeSmem<PIPE_RING, 2>;
 #endif
-    // Rounded up to 1024 bytes: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
-    extern __shared__ __align__(16) u8 tf_pipe_dyn[];
-    Smem& sm = *(Smem*)(tf_pipe_dyn + ((1024u - (tf_smem_addr(tf_pipe_dyn) & 1023u)) & 1023u));
     u32 sms;
     asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
     long tiles_n = (n + MMA_BN - 1) / MMA_BN;

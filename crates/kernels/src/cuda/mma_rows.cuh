@@ -298,6 +298,12 @@ __device__ __forceinline__ void tf_cp_async4_at(u32 dst, const void* src, int by
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
+// Waits until at most N of this thread's committed copy groups are still in flight.
+template <int N>
+__device__ __forceinline__ void tf_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // tf_mma_rows_lo's shared memory: each warp's ring of raw weight chunks (and, FP4, their scale bytes), one round's partials of rows 0 to 7, and scales.
 template <int FMT>
 struct TfRowsLoSmem {

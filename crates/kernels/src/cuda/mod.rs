@@ -79,39 +79,6 @@ impl fmt::Display for CudaLaunch {
     }
 }
 
-/// Dynamic shared memory the prompt tiles (`mma_pipe.cuh`, its `PIPE_SMEM_BYTES`) are launched with, opted in past the 48 KiB default.
-pub const PIPE_SHARED_BYTES: u32 = 68_096;
-
-/// Entries launched with dynamic shared memory past the default, and how much: the limits check adds it and compares with the opt-in cap.
-pub const OPT_IN_SHARED: [(&str, u32); 3] = [
-    ("fp8_gemm", PIPE_SHARED_BYTES),
-    ("mxfp4_gemm", PIPE_SHARED_BYTES),
-    ("grouped_proj", PIPE_SHARED_BYTES),
-];
-
-/// The dynamic shared memory `entry` is launched with (0 for entries not in `OPT_IN_SHARED`).
-pub fn opt_in_shared(entry: &str) -> u32 {
-    OPT_IN_SHARED.iter().find(|(e, _)| *e == entry).map_or(0, |&(_, b)| b)
-}
-
-/// `launch.config(items)` with `entry`'s dynamic shared memory, which `f` is first allowed to take (a no-op for entries without).
-pub fn opt_in_config(
-    f: &cudarc::driver::CudaFunction,
-    entry: &str,
-    launch: &CudaLaunch,
-    items: usize,
-) -> Result<cudarc::driver::LaunchConfig, String> {
-    let mut config = launch.config(items);
-    let bytes = opt_in_shared(entry);
-    if bytes > 0 {
-        use cudarc::driver::sys::CUfunction_attribute_enum as Attr;
-        f.set_attribute(Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
-            .map_err(|e| format!("{entry}: opting in to {bytes} bytes of shared memory: {e:?}"))?;
-        config.shared_mem_bytes += bytes;
-    }
-    Ok(config)
-}
-
 /// Grid caps most row-parallel kernels record: one block, a prime number of blocks, one block per row.
 pub const ROW_GRIDS: [u32; 3] = [1, 7, 65_535];
 

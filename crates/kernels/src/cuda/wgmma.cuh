@@ -14,9 +14,6 @@ __device__ __forceinline__ void tf_wg_commit() { asm volatile("wgmma.commit_grou
 // Waits until all of this warpgroup's MMA groups are done (their accumulators readable, their shared operands free).
 __device__ __forceinline__ void tf_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 
-// Waits until at most one of this warpgroup's MMA groups is still in flight (the older ones' accumulators readable, their shared operands free).
-__device__ __forceinline__ void tf_wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-
 // Makes this thread's ordinary and cp.async writes to shared memory visible to the tensor cores' (async proxy) reads after the next barrier.
 __device__ __forceinline__ void tf_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 

@@ -105,9 +105,8 @@ pub fn fp8_gemm_cuda<'a>(
             .arg(&mm)
             .arg(&nn)
             .arg(&kk);
-        let config = cuda::opt_in_config(f, entry, launch, tiles)?;
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
-        cuda::launched(entry, unsafe { b.launch(config) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
 }

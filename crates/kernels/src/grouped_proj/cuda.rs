@@ -61,7 +61,6 @@ pub fn grouped_proj_cuda(
     }
     let (m, gs, ol) = (rows as i32, groups as i32, o_lora as i32);
     let tiles = o_lora.div_ceil(128) * rows.div_ceil(64);
-    let config = cuda::opt_in_config(&gemm, "grouped_proj", launch, tiles)?;
     for g in 0..gs {
         let mut yv = y.view();
         let mut b = gpu.stream.launch_builder(&gemm);
@@ -76,7 +75,7 @@ pub fn grouped_proj_cuda(
             .arg(&k)
             .arg(&g);
         // SAFETY: the arguments match the kernel's signature; group g reads its activations and weights, writes its columns.
-        cuda::launched("grouped_proj", unsafe { b.launch(config) })?;
+        cuda::launched("grouped_proj", unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu, out)
 }

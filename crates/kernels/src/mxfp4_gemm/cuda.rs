@@ -102,7 +102,6 @@ pub fn mxfp4_gemm_cuda<'a>(
             ("mxfp4_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
         let f = gpu.function(&KERNEL, entry, faults)?;
-        let config = cuda::opt_in_config(&f, entry, launch, tiles)?;
         let (mm, nn, kk) = (m as i32, n as i32, k as i32);
         let mut b = gpu.stream.launch_builder(&f);
         b.arg(&qd.q)
@@ -114,7 +113,7 @@ pub fn mxfp4_gemm_cuda<'a>(
             .arg(&nn)
             .arg(&kk);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
-        cuda::launched(entry, unsafe { b.launch(config) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
     }
     y.finish(gpu)
 }
