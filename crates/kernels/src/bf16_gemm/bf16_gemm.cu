@@ -65,7 +65,6 @@ __device__ __forceinline__ void tf_bf16_stage(const float* x, const u16* w16, in
 // Each warp's shared ring of the 16-byte path: BF16_RING slots, each BF16_FILL 32-wide stages of 16 columns (1 KiB a stage).
 #define BF16_RING 2
 #define BF16_FILL 2
-#define BF16_SWAP 1
 #define BF16_SLOT (1024 * BF16_FILL)
 
 // Byte offset of column c's 16-byte chunk q (k 8 q to 8 q + 7) in a ring slot, swizzled so ldmatrix's eight columns hit distinct banks.
@@ -217,7 +216,7 @@ __device__ __forceinline__ void tf_bf16_ring_tile_t(const float* x, const u16* w
 
 // Up to 16 rows (decode), 16-column tiles. split: a warp per (tile, stage) stores that stage's partial in parts [stage][m][n] for
 // bf16_gemm_chain; else a warp per tile adds its stages' partials in order (the tiles' chain, weights through its ring when aligned) and writes y.
-extern "C" __global__ void __launch_bounds__(256) bf16_gemm_rows(const float* x, const u16* w16, float* parts, float* y, int m, int n, int k,
+extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float* x, const u16* w16, float* parts, float* y, int m, int n, int k,
                                                                 int split) {
     int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     int kend = k;
@@ -233,11 +232,12 @@ extern "C" __global__ void __launch_bounds__(256) bf16_gemm_rows(const float* x,
     for (int u = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; u < units; u += warps) {
         int s0 = split ? u / tiles : 0, s1 = split ? s0 + 1 : stages, n0 = (u % tiles) * 16;
         float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-        if (ring_ok) {
-#if BF16_SWAP
+        // Up to 8 rows fill one 8-wide B block, so the weights ride as A (half the MMAs); more keep x as A.
+        if (ring_ok && m <= 8) {
             tf_bf16_ring_tile_t(x, w16, y, m, n, k, kend, stages, n0, ring);
             continue;
-#endif
+        }
+        if (ring_ok) {
             tf_bf16_ring_tile(x, w16, m, n, k, kend, stages, n0, ring, acc);
             s1 = s0;
         }

@@ -54,7 +54,7 @@ impl Kernel for Bf16Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // Awkward sizes (512 rows: a prompt chunk beside decode rows); router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K; 18 rows of many columns (tiles whole, decode rows a warp per 16 columns).
+        // Awkward sizes (512 rows: a prompt chunk beside decode rows); router gate; compressor wkv; indexer weights_proj; the vocab head's 129280 columns at a short K; 18 rows of many columns (tiles whole, decode rows a warp per 16 columns); 12 rows of many columns with a K tail (the decode rows' ring with x as A).
         [
             (3, 1, 1),
             (17, 31, 257),
@@ -65,6 +65,7 @@ impl Kernel for Bf16Gemm {
             (3, 64, 4096),
             (2, 129_280, 48),
             (18, 16_400, 40),
+            (12, 16_400, 72),
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
