@@ -21,12 +21,9 @@ __device__ __forceinline__ void tf_bf16_afrag(const float* x, int m, int k, int 
         const float* xr = x + (size_t)row * k;
         float x0 = row < m && kk < kend ? xr[kk] : 0.0f;
         float x1 = row < m && kk + 1 < kend ? xr[kk + 1] : 0.0f;
-        u32 hi = tf_bf16x2(x0, x1);
-        float r0 = x0 - tf_bf16_lo(hi), r1 = x1 - tf_bf16_hi(hi);
-        u32 mid = tf_bf16x2(r0, r1);
-        a[0][e] = hi;
-        a[1][e] = mid;
-        a[2][e] = tf_bf16x2(r0 - tf_bf16_lo(mid), r1 - tf_bf16_hi(mid));
+        u32 p[3];
+        tf_bf16_split3(x0, x1, p);
+        a[0][e] = p[0], a[1][e] = p[1], a[2][e] = p[2];
     }
 }
 
@@ -85,10 +82,10 @@ __device__ __forceinline__ void tf_bf16_ring_fill(const u16* w16, int n, int k, 
     }
 }
 
-// A warp's tile of 16 columns from n0 over all stages, weights streamed through its ring with 16-byte copies (k a multiple of 8, w16 16-byte aligned).
-__device__ __forceinline__ void tf_bf16_ring_tile(const float* x, const u16* w16, int m, int n, int k, int kend, int stages, int n0, u32 ring,
-                                                  float acc[2][4]) {
-    int lane = threadIdx.x % 32, fills = (stages + BF16_FILL - 1) / BF16_FILL;
+// Streams the 16 columns from n0 through the warp's ring, 16-byte copies a slot ahead, calling stage(slot, j, s) for stage s, the slot's j-th, once it has landed.
+template <class Stage>
+__device__ __forceinline__ void tf_bf16_ring_walk(const u16* w16, int n, int k, int kend, int stages, int n0, u32 ring, Stage&& stage) {
+    int fills = (stages + BF16_FILL - 1) / BF16_FILL;
 #pragma unroll
     for (int i = 0; i < BF16_RING - 1; ++i) {
         if (i < fills) tf_bf16_ring_fill(w16, n, k, kend, n0, i, ring + i * BF16_SLOT);
@@ -107,31 +104,40 @@ __device__ __forceinline__ void tf_bf16_ring_tile(const float* x, const u16* w16
         for (int j = 0; j < BF16_FILL; ++j) {
             int s = i * BF16_FILL + j;
             if (s >= stages) break;
-            float part[2][4];
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) part[ni][e] = 0.0f;
-#pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                // ldmatrix's four 8x8 pieces: (columns 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of this step.
-                int c = (lane / 16) * 8 + lane % 8, q = 4 * j + 2 * step + (lane / 8) % 2;
-                u32 r[4];
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                             : "r"(slot + tf_bf16_ring_off(c, q)));
-                u32 b[2][2] = {{r[0], r[1]}, {r[2], r[3]}};
-                u32 a[3][4];
-                tf_bf16_afrag(x, m, k, kend, s * MMA_BK + 16 * step, a);
-                tf_bf16_step(a, b, part);
-            }
-#pragma unroll
-            for (int ni = 0; ni < 2; ++ni)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[ni][e] = acc[ni][e] + part[ni][e];
+            stage(slot, j, s);
         }
         __syncwarp();
     }
+}
+
+// A warp's tile of 16 columns from n0 over all stages, weights streamed through its ring with 16-byte copies (k a multiple of 8, w16 16-byte aligned).
+__device__ __forceinline__ void tf_bf16_ring_tile(const float* x, const u16* w16, int m, int n, int k, int kend, int stages, int n0, u32 ring,
+                                                  float acc[2][4]) {
+    int lane = threadIdx.x % 32;
+    tf_bf16_ring_walk(w16, n, k, kend, stages, n0, ring, [&](u32 slot, int j, int s) {
+        float part[2][4];
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) part[ni][e] = 0.0f;
+#pragma unroll
+        for (int step = 0; step < 2; ++step) {
+            // ldmatrix's four 8x8 pieces: (columns 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of this step.
+            int c = (lane / 16) * 8 + lane % 8, q = 4 * j + 2 * step + (lane / 8) % 2;
+            u32 r[4];
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                         : "r"(slot + tf_bf16_ring_off(c, q)));
+            u32 b[2][2] = {{r[0], r[1]}, {r[2], r[3]}};
+            u32 a[3][4];
+            tf_bf16_afrag(x, m, k, kend, s * MMA_BK + 16 * step, a);
+            tf_bf16_step(a, b, part);
+        }
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[ni][e] = acc[ni][e] + part[ni][e];
+    });
 }
 
 // x row `row`'s B fragments of one k16 step at k0 (k pairs at 2 t4 and 2 t4 + 8), split exactly as tf_bf16_afrag splits them.
@@ -143,64 +149,42 @@ __device__ __forceinline__ void tf_bf16_bfrag(const float* x, int m, int k, int 
         const float* xr = x + (size_t)row * k;
         float x0 = row < m && kk < kend ? xr[kk] : 0.0f;
         float x1 = row < m && kk + 1 < kend ? xr[kk + 1] : 0.0f;
-        u32 hi = tf_bf16x2(x0, x1);
-        float r0 = x0 - tf_bf16_lo(hi), r1 = x1 - tf_bf16_hi(hi);
-        u32 mid = tf_bf16x2(r0, r1);
-        b[0][h] = hi;
-        b[1][h] = mid;
-        b[2][h] = tf_bf16x2(r0 - tf_bf16_lo(mid), r1 - tf_bf16_hi(mid));
+        u32 p[3];
+        tf_bf16_split3(x0, x1, p);
+        b[0][h] = p[0], b[1][h] = p[1], b[2][h] = p[2];
     }
 }
 
 // tf_bf16_ring_tile with the weights as the MMA's A (16 columns a step) and x rows as its B (8 a block): the same products and chains, writing y.
 __device__ __forceinline__ void tf_bf16_ring_tile_t(const float* x, const u16* w16, float* y, int m, int n, int k, int kend, int stages, int n0,
                                                     u32 ring) {
-    int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, fills = (stages + BF16_FILL - 1) / BF16_FILL, blocks = m > 8 ? 2 : 1;
+    int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4, blocks = m > 8 ? 2 : 1;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    tf_bf16_ring_walk(w16, n, k, kend, stages, n0, ring, [&](u32 slot, int j, int s) {
+        float part[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-    for (int i = 0; i < BF16_RING - 1; ++i) {
-        if (i < fills) tf_bf16_ring_fill(w16, n, k, kend, n0, i, ring + i * BF16_SLOT);
-        tf_cp_commit();
-    }
-    for (int i = 0; i < fills; ++i) {
-        int ahead = i + BF16_RING - 1;
-        if (ahead < fills) tf_bf16_ring_fill(w16, n, k, kend, n0, ahead, ring + (ahead % BF16_RING) * BF16_SLOT);
-        tf_cp_commit();
-#ifndef TF_FAULT_race_no_sync
-        asm volatile("cp.async.wait_group %0;" ::"n"(BF16_RING - 1) : "memory");
-        __syncwarp();
-#endif
-        u32 slot = ring + (i % BF16_RING) * BF16_SLOT;
-#pragma unroll
-        for (int j = 0; j < BF16_FILL; ++j) {
-            int s = i * BF16_FILL + j;
-            if (s >= stages) break;
-            float part[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                // ldmatrix's four 8x8 pieces as the A fragment: (columns 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
-                int c = ((lane / 8) % 2) * 8 + lane % 8, q = 4 * j + 2 * step + lane / 16;
-                u32 a[4];
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                             : "r"(slot + tf_bf16_ring_off(c, q)));
-                u32 b[2][3][2];
-#pragma unroll
-                for (int nb = 0; nb < 2; ++nb)
-                    if (nb < blocks) tf_bf16_bfrag(x, m, k, kend, s * MMA_BK + 16 * step, nb * 8 + g, b[nb]);
-#pragma unroll
-                for (int piece = 0; piece < 3; ++piece)
-#pragma unroll
-                    for (int nb = 0; nb < 2; ++nb)
-                        if (nb < blocks) tf_mma_bf16(part[nb], a, b[nb][piece]);
-            }
+        for (int step = 0; step < 2; ++step) {
+            // ldmatrix's four 8x8 pieces as the A fragment: (columns 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+            int c = ((lane / 8) % 2) * 8 + lane % 8, q = 4 * j + 2 * step + lane / 16;
+            u32 a[4];
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                         : "r"(slot + tf_bf16_ring_off(c, q)));
+            u32 b[2][3][2];
 #pragma unroll
             for (int nb = 0; nb < 2; ++nb)
+                if (nb < blocks) tf_bf16_bfrag(x, m, k, kend, s * MMA_BK + 16 * step, nb * 8 + g, b[nb]);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[nb][e] = acc[nb][e] + part[nb][e];
+            for (int piece = 0; piece < 3; ++piece)
+#pragma unroll
+                for (int nb = 0; nb < 2; ++nb)
+                    if (nb < blocks) tf_mma_bf16(part[nb], a, b[nb][piece]);
         }
-        __syncwarp();
-    }
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nb][e] = acc[nb][e] + part[nb][e];
+    });
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb)
 #pragma unroll

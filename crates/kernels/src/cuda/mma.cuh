@@ -66,6 +66,14 @@ __device__ __forceinline__ u32 tf_e2m1x2_to_f16x2(u32 b, int swap) {
 __device__ __forceinline__ float tf_bf16_lo(u32 v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float tf_bf16_hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
 
+// x0, x1 split exactly into three bf16x2 pieces: p[0] = hi, p[1] = mid, p[2] = lo.
+__device__ __forceinline__ void tf_bf16_split3(float x0, float x1, u32 p[3]) {
+    p[0] = tf_bf16x2(x0, x1);
+    float r0 = x0 - tf_bf16_lo(p[0]), r1 = x1 - tf_bf16_hi(p[0]);
+    p[1] = tf_bf16x2(r0, r1);
+    p[2] = tf_bf16x2(r0 - tf_bf16_lo(p[1]), r1 - tf_bf16_hi(p[1]));
+}
+
 // One stage's global data, held in registers while the previous stage computes.
 struct TfStage {
     float a[8];
@@ -137,11 +145,9 @@ __device__ __forceinline__ void tf_bf16_tiles(const float* q, const u16* w16, fl
             u32 hi[4], mid[4], lo[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                float x0 = st.a[2 * j], x1 = st.a[2 * j + 1];
-                hi[j] = tf_bf16x2(x0, x1);
-                float r0 = x0 - tf_bf16_lo(hi[j]), r1 = x1 - tf_bf16_hi(hi[j]);
-                mid[j] = tf_bf16x2(r0, r1);
-                lo[j] = tf_bf16x2(r0 - tf_bf16_lo(mid[j]), r1 - tf_bf16_hi(mid[j]));
+                u32 p[3];
+                tf_bf16_split3(st.a[2 * j], st.a[2 * j + 1], p);
+                hi[j] = p[0], mid[j] = p[1], lo[j] = p[2];
             }
             *(uint4*)&as[buf][0][ar * MMA_LD + ac] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
             *(uint4*)&as[buf][PIECES - 2][ar * MMA_LD + ac] = make_uint4(mid[0], mid[1], mid[2], mid[3]);
