@@ -125,9 +125,7 @@ __device__ __forceinline__ void tf_bf16_ring_tile(const float* x, const u16* w16
             // ldmatrix's four 8x8 pieces: (columns 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of this step.
             int c = (lane / 16) * 8 + lane % 8, q = 4 * j + 2 * step + (lane / 8) % 2;
             u32 r[4];
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                         : "r"(slot + tf_bf16_ring_off(c, q)));
+            tf_ldmatrix_x4_at(r, slot + tf_bf16_ring_off(c, q));
             u32 b[2][2] = {{r[0], r[1]}, {r[2], r[3]}};
             u32 a[3][4];
             tf_bf16_afrag(x, m, k, kend, s * MMA_BK + 16 * step, a);
@@ -167,9 +165,7 @@ __device__ __forceinline__ void tf_bf16_ring_tile_t(const float* x, const u16* w
             // ldmatrix's four 8x8 pieces as the A fragment: (columns 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
             int c = ((lane / 8) % 2) * 8 + lane % 8, q = 4 * j + 2 * step + lane / 16;
             u32 a[4];
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                         : "r"(slot + tf_bf16_ring_off(c, q)));
+            tf_ldmatrix_x4_at(a, slot + tf_bf16_ring_off(c, q));
             u32 b[2][3][2];
 #pragma unroll
             for (int nb = 0; nb < 2; ++nb)

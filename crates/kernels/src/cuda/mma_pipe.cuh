@@ -20,10 +20,6 @@ __device__ __forceinline__ void tf_cp_async16_or_zero(u32 dst, const void* src, 
     asm volatile("{ .reg .pred z; setp.ne.b32 z, %2, 0; cp.async.cg.shared.global [%0], [%1], 16, z; }" ::"r"(dst), "l"(src), "r"((int)zero));
 }
 
-__device__ __forceinline__ void tf_ldmatrix_x4_at(u32* r, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
 // tf_mma_f16 into a fresh accumulator: d = a b + 0.
 __device__ __forceinline__ void tf_mma_f16_fresh(float* d, const u32* a, const u32* b) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
