@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before; `--slots-warps W`: slots as a warp a tile, W warps a block) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -192,7 +192,12 @@ def main():
                     vals = [ctypes.c_uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int32(a) for a in args]
                     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
                     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-                    check(CU.cuLaunchKernel(f, rows_blocks((n + 15) // 16, slots * z, 3 if "mxfp4_gemm_rows8" in fp4 else 2), slots, z, 256, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+                    if "--slots-warps" in sys.argv:
+                        sw = int(sys.argv[sys.argv.index("--slots-warps") + 1])
+                        grid, block = -(-((n + 15) // 16) // sw), 32 * sw
+                    else:
+                        grid, block = rows_blocks((n + 15) // 16, slots * z, 3 if "mxfp4_gemm_rows8" in fp4 else 2), 256
+                    check(CU.cuLaunchKernel(f, grid, slots, z, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
 
                 run()
                 torch.cuda.synchronize()

@@ -6,6 +6,9 @@ use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, PushIn, Staged};
 use crate::faults::Faults;
 use crate::fp8_gemm::{DECODE_ROWS, MAX_K, SMALL_ROWS, rows_blocks};
 
+/// Warps in a block of `mxfp4_gemm_slots` (SLOTS_WARPS in mxfp4_slots.cu).
+const SLOTS_WARPS: usize = 4;
+
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "mxfp4_gemm",
     source: concat!(
@@ -14,7 +17,8 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
-        include_str!("mxfp4_gemm.cu")
+        include_str!("mxfp4_gemm.cu"),
+        include_str!("mxfp4_slots.cu")
     ),
     entries: &[
         "mxfp4_gemm_quant",
@@ -159,7 +163,9 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
         let z = tables.len();
         let (t0, t1) = (tables[0], tables[z - 1]);
-        let mut cfg = launch.config(rows_blocks(gpu.sms, n.div_ceil(16), slots * z, 3));
+        // A warp a 16-column tile, SLOTS_WARPS warps a block (the kernel's shared layout), tiles past the grid looped.
+        let mut cfg = launch.config(n.div_ceil(16 * SLOTS_WARPS));
+        cfg.block_dim.0 = 32 * SLOTS_WARPS as u32;
         cfg.grid_dim.1 = slots.max(1) as u32;
         cfg.grid_dim.2 = z as u32;
         let null = 0u64;
