@@ -18,9 +18,11 @@ __device__ __forceinline__ u32 tf_slots_off(int r, int v) {
     return (u32)(r * 64 * SLOTS_SUB + ((SLOTS_SUB == 1 ? v ^ ((r >> 1) & 3) : v ^ (r & 7)) << 4));
 }
 
-// One warp's 16-column tile from n0 of y = x . W^T over all of K (x staged in sm), its chain in registers; chunks of SLOTS_SUB 128-wide sub-chunks, SLOTS_RD in flight.
+// One warp's 16-column tile from n0 of y = x . W^T over all of K (x staged in sm), its chain in registers; chunks of SLOTS_SUB 128-wide sub-chunks, SLOTS_RD in flight. FAST: the tile inside the matrix, aligned, K whole chunks, K ascending: no per-piece tests and stepped pointers.
+template <bool FAST>
 __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, const u8* w_scale, float* y, int n0, int n, int k, bool rev, int swap) {
-    constexpr int SUB = SLOTS_SUB, PIECES = 2 * SUB, PER_ROW = 4 * SUB;
+    constexpr int SUB = SLOTS_SUB, PIECES = 2 * SUB, PER_ROW = 4 * SUB, SLOT = ROWS_BN * 64 * SUB;
+    static_assert(SUB == 1 || SUB == 2, "a chunk's scale words are one a lane");
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t4 = lane % 4;
     int kb = k / 32, nsub = (kb + 3) / 4, chunks = (nsub + SUB - 1) / SUB;
     size_t wstride = k / 2;
@@ -41,56 +43,75 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
     int srow = lane / SUB, sw = lane % SUB;
     bool slive = lane < ROWS_BN * SUB && n0 + srow < n;
     const u8* ssrc = w_scale + (size_t)min(n0 + srow, n - 1) * kb + 4 * sw;
-    u32 ring = tf_smem_addr(sm.ring[warp][0]);
+    u32 ring = tf_smem_addr(sm.ring[warp][0]), rsc = tf_smem_addr(&sm.rsc[warp][0][lane % (ROWS_BN * SUB)]);
     auto chunk_at = [&](int c) { return rev ? chunks - 1 - c : c; };
-    // Chunk c's weight pieces and scale words into ring slot c % SLOTS_RD (zeros past K or the matrix); one copy group a call.
+    int islot = 0;
+    // Chunk c's weight pieces and scale words into the next ring slot (zeros past K or the matrix); one copy group a call.
     auto issue = [&](int c) {
         if (c < chunks) {
-            int cc = chunk_at(c), slot = c % SLOTS_RD;
-            bool in_k = 4 * (cc * SUB + v / 4) + v % 4 < kb;
-            u32 dst = ring + (u32)(slot * ROWS_BN * 64 * SUB);
+            if constexpr (FAST) {
 #pragma unroll
-            for (int i = 0; i < PIECES; ++i) {
-                const u8* p = src[i] + (size_t)cc * 64 * SUB;
-                bool ok = in_k && live[i];
-                if (vec)
-                    tf_cp_async16_at(dst + off[i], ok ? p : w, ok ? 16 : 0);
-                else
-                    *(uint4*)&sm.ring[warp][slot][off[i]] = tf_ldg_part(p, ok ? 16 : 0, false);
-            }
-            if (lane < ROWS_BN * SUB) {
-                const u8* p = ssrc + (size_t)cc * 4 * SUB;
-                if (svec) {
-                    tf_cp_async4_at(tf_smem_addr(&sm.rsc[warp][slot][lane]), slive ? p : w_scale, slive ? 4 : 0);
-                } else {
-                    u32 word = 0;
+                for (int i = 0; i < PIECES; ++i) {
+                    tf_cp_async16_at(ring + (u32)(islot * SLOT) + off[i], src[i], 16);
+                    src[i] += 64 * SUB;
+                }
+                if (lane < ROWS_BN * SUB) tf_cp_async4_at(rsc + (u32)(islot * ROWS_BN * SUB * 4), ssrc, 4);
+                ssrc += 4 * SUB;
+            } else {
+                int cc = chunk_at(c);
+                bool in_k = 4 * (cc * SUB + v / 4) + v % 4 < kb;
+#pragma unroll
+                for (int i = 0; i < PIECES; ++i) {
+                    const u8* p = src[i] + (size_t)cc * 64 * SUB;
+                    bool ok = in_k && live[i];
+                    if (vec)
+                        tf_cp_async16_at(ring + (u32)(islot * SLOT) + off[i], ok ? p : w, ok ? 16 : 0);
+                    else
+                        *(uint4*)&sm.ring[warp][islot][off[i]] = tf_ldg_part(p, ok ? 16 : 0, false);
+                }
+                if (lane < ROWS_BN * SUB) {
+                    const u8* p = ssrc + (size_t)cc * 4 * SUB;
+                    if (svec) {
+                        tf_cp_async4_at(rsc + (u32)(islot * ROWS_BN * SUB * 4), slive ? p : w_scale, slive ? 4 : 0);
+                    } else {
+                        u32 word = 0;
 #pragma unroll 1
-                    for (int j = 0; j < 4; ++j)
-                        if (slive && 4 * (cc * SUB + sw) + j < kb) word |= (u32)p[j] << (8 * j);
-                    sm.rsc[warp][slot][lane] = word;
+                        for (int j = 0; j < 4; ++j)
+                            if (slive && 4 * (cc * SUB + sw) + j < kb) word |= (u32)p[j] << (8 * j);
+                        sm.rsc[warp][islot][lane] = word;
+                    }
                 }
             }
+            islot = islot + 1 == SLOTS_RD ? 0 : islot + 1;
         }
         tf_cp_commit();
     };
 #pragma unroll
     for (int d = 0; d < SLOTS_RD; ++d) issue(d);
+    // ldmatrix addresses in a slot: (rows 8 (mi % 2) + lane % 8, piece 4 h + 2 x + mi / 2), mi = lane / 8.
+    u32 lm[SUB][2];
+#pragma unroll
+    for (int h = 0; h < SUB; ++h)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) lm[h][x] = tf_slots_off(((lane / 8) % 2) * 8 + lane % 8, 4 * h + 2 * x + lane / 16);
     // B fragments: lanes of column 0 (g == 0) read x, the rest the zero words.
     u32 xrow = tf_smem_addr(g == 0 ? &sm.xs[t4 * 16] : &sm.xs[SLOTS_MAX_K / 2]), xstep = g == 0 ? 256u : 0u;
     float acc0 = 0.0f, acc1 = 0.0f;
+    int cslot = 0;
     for (int c = 0; c < chunks; ++c) {
-        int cc = chunk_at(c), slot = c % SLOTS_RD;
-        u8* ws = sm.ring[warp][slot];
+        int cc = FAST ? c : chunk_at(c);
+        u32 base = ring + (u32)(cslot * SLOT);
         tf_cp_wait<SLOTS_RD - 1>();
         // The lane's pieces permuted in place: word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12 (k pairs of steps 2b and 2b + 1).
 #pragma unroll
         for (int i = 0; i < PIECES; ++i) {
-            uint4 x = *(const uint4*)&ws[off[i]], o;
+            uint4 x, o;
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(base + off[i]));
             u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
             u32 c2 = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
             o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
             o.z = __byte_perm(c2, d, 0x5410), o.w = __byte_perm(c2, d, 0x7632);
-            *(uint4*)&ws[off[i]] = o;
+            asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(base + off[i]), "r"(o.x), "r"(o.y), "r"(o.z), "r"(o.w) : "memory");
         }
         __syncwarp();
         // bw[h][x][mi]: the words of (rows 8 (mi % 2) + g, piece 4 h + 2 x + mi / 2).
@@ -98,18 +119,16 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
 #pragma unroll
         for (int h = 0; h < SUB; ++h) {
 #pragma unroll
-            for (int x = 0; x < 2; ++x) {
-                int mi = lane / 8, r = (mi % 2) * 8 + lane % 8;
-                tf_ldmatrix_x4_at(bw[h][x], tf_smem_addr(&ws[tf_slots_off(r, 4 * h + 2 * x + mi / 2)]));
-            }
-            sc0[h] = sm.rsc[warp][slot][g * SUB + h], sc1[h] = sm.rsc[warp][slot][(g + 8) * SUB + h];
+            for (int x = 0; x < 2; ++x) tf_ldmatrix_x4_at(bw[h][x], base + lm[h][x]);
+            sc0[h] = sm.rsc[warp][cslot][g * SUB + h], sc1[h] = sm.rsc[warp][cslot][(g + 8) * SUB + h];
         }
         __syncwarp();
+        cslot = cslot + 1 == SLOTS_RD ? 0 : cslot + 1;
         issue(c + SLOTS_RD);
 #pragma unroll
         for (int hi = 0; hi < SUB; ++hi) {
             int h = rev ? SUB - 1 - hi : hi, sub = cc * SUB + h;
-            if (sub >= nsub) continue;
+            if (!FAST && sub >= nsub) continue;
             u32 xw[16];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -124,7 +143,7 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
 #pragma unroll
             for (int bi = 0; bi < 4; ++bi) {
                 int b = rev ? 3 - bi : bi;
-                if (4 * sub + b < kb) {
+                if (FAST || 4 * sub + b < kb) {
                     // Block b: column g's words (rows 0-7) and column g + 8's (rows 8-15), two k16 steps into one partial.
                     u32 h0[4], h1[4];
                     tf_e2m1x8_raw(bw[h][b / 2][2 * (b % 2)], swap, h0);
@@ -187,6 +206,13 @@ extern "C" __global__ void __launch_bounds__(256) mxfp4_gemm_slots(const u16* q,
     __syncthreads();
 #endif
     const u64* table = blockIdx.z ? table1 : table0;
-    for (int n0 = first * ROWS_BN; warp < SLOTS_WARPS && n0 < n; n0 += step * ROWS_BN)
-        tf_slots_tile(sm, (const u8*)table[2 * e], (const u8*)table[2 * e + 1], y, n0, n, k, rev, swap);
+    const u8* w = (const u8*)table[2 * e];
+    const u8* w_scale = (const u8*)table[2 * e + 1];
+    bool aligned = ((size_t)w % 16) == 0 && ((size_t)w_scale % 4) == 0 && k % (128 * SLOTS_SUB) == 0 && !rev;
+    for (int n0 = first * ROWS_BN; warp < SLOTS_WARPS && n0 < n; n0 += step * ROWS_BN) {
+        if (aligned && n0 + ROWS_BN <= n)
+            tf_slots_tile<true>(sm, w, w_scale, y, n0, n, k, rev, swap);
+        else
+            tf_slots_tile<false>(sm, w, w_scale, y, n0, n, k, rev, swap);
+    }
 }
