@@ -1,4 +1,4 @@
-// Decode rows GEMMs (fp8_gemm_rows, mxfp4_gemm_rows, their _rows8 entries, mxfp4_gemm_slots): up to 16 rows in 16-column tiles, each output element the same fixed chain as tf_mma_pipe's tiles (mma.cuh), so rows and tiles give the same bits at any M.
+// Decode rows GEMMs (fp8_gemm_rows, mxfp4_gemm_rows, their _rows8 and _rows_long entries): up to 16 rows in 16-column tiles, each output element the same fixed chain as tf_mma_pipe's tiles (mma.cuh), so rows and tiles give the same bits at any M.
 #define ROWS_BN 16
 #define ROWS_MAX 16
 
@@ -320,25 +320,25 @@ __device__ __forceinline__ void tf_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// tf_mma_rows_lo's shared memory for up to MR rows (8, or 1 for slots): each warp's ring of raw weight chunks (and, FP4, their scale bytes), a round's partials of rows 0 to MR - 1, and scales; NB buffers of those (two where they fit beside the ring in 48 KiB, so a round needs one barrier).
-template <int FMT, int MR>
+// tf_mma_rows_lo's shared memory for up to 8 rows: each warp's ring of raw weight chunks (and, FP4, their scale bytes), a round's partials of rows 0 to 7, and scales; NB buffers of those (two where they fit beside the ring in 48 KiB, so a round needs one barrier).
+template <int FMT>
 struct TfRowsLoSmem {
-    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : MR == 1 ? 4 : 3;
-    static constexpr int NB = FMT == MMA_FP4 && MR > 1 ? 1 : 2;
+    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : 3;
+    static constexpr int NB = FMT == MMA_FP4 ? 1 : 2;
     __align__(16) u8 ring[8][RD][ROWS_BN * WROW];
     __align__(16) u8 rsc[8][RD][FMT == MMA_FP8 ? 16 : ROWS_BN * 4];
     struct Parts {
-        float pbuf[8][P][MR * ROWS_BN];
+        float pbuf[8][P][8 * ROWS_BN];
         float sws[8 * P][ROWS_BN];
-        float sas[MR][8];
+        float sas[8][8];
     } parts[NB];
 };
 
-// Up to MR rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
-template <int FMT, int MR>
-__device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+// Up to 8 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                                const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    using S = TfRowsLoSmem<FMT, MR>;
+    using S = TfRowsLoSmem<FMT>;
     constexpr int P = S::P, WROW = S::WROW, RD = S::RD, NB = S::NB;
     constexpr int NP = ROWS_BN * WROW / 16 / 32, RA = 4;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
@@ -362,7 +362,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
     bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     bool svec = FMT == MMA_FP4 && (k / 32) % 4 == 0 && ((size_t)w_scale % 4) == 0;
-    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN, prow = MR == 1 ? 0 : orow;
+    int orow = tid / ROWS_BN, ocol = tid % ROWS_BN, prow = orow;
     // This block's items: the rounds of each of its tiles blockIdx.x, blockIdx.x + gridDim.x, ... in turn; item it is round rr of the block's tile tq, it = tq * rounds + rr.
     int items = (int)blockIdx.x < tiles ? ((tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1) * rounds : 0;
     auto tile_at = [&](int tq) { return (int)blockIdx.x + tq * (int)gridDim.x; };
@@ -456,7 +456,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
             if (live && tid < 8 * ROWS_BN && t < parts) sw_ld = tf_e8m0_sel(w_scale[(size_t)((col0 + gn) / 128) * nblk + t]);
         }
         sa_ld = 0.0f;
-        if (live && tid < 8 * MR && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
+        if (live && tid < 64 && 8 * r + tid % 8 < chunks) sa_ld = q_scale[(size_t)min(tid / 8, m - 1) * qs_stride + 8 * r + tid % 8];
     };
 #pragma unroll
     for (int d = 0; d < RD; ++d) issue(d, d / rounds, d % rounds);
@@ -541,7 +541,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
                     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            if (MR == 8 || g < MR) pt.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                            pt.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
                             part[ni][e] = 0.0f;
                         }
                 }
@@ -552,13 +552,13 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
                 for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
                     for (int e = 0; e < 2; ++e)
-                        if (MR == 8 || g < MR) pt.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                        pt.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
             }
         }
         if constexpr (FMT == MMA_FP8) {
             if (tid < 8 * ROWS_BN) pt.sws[tid % 8][tid / 8] = sw_ld;
         }
-        if (tid < 8 * MR) pt.sas[tid / 8][tid % 8] = sa_ld;
+        if (tid < 64) pt.sas[tid / 8][tid % 8] = sa_ld;
         bool last = rr == rounds - 1;
         load_a(it + 1, last ? tq + 1 : tq, last ? 0 : rr + 1);
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
@@ -604,19 +604,19 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT, MR>& sm, const 
     }
 }
 
-// tf_mma_rows_lo for m rows (1 to MR) with only its own shared layout.
-template <int FMT, int MR = 8>
+// tf_mma_rows_lo for m rows (1 to 8) with only its own shared layout.
+template <int FMT>
 __device__ __forceinline__ void tf_mma_rows_8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, const u8* w_scale,
                                               int col0, float* y, int y_stride, int m, int n, int k) {
-    __shared__ TfRowsLoSmem<FMT, MR> sm;
-    tf_mma_rows_lo<FMT, MR>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    __shared__ TfRowsLoSmem<FMT> sm;
+    tf_mma_rows_lo<FMT>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 // tf_mma_rows' two shared layouts: 9 to 16 rows, 8 or fewer.
 template <int FMT>
 union TfRowsShared {
     TfRowsSmem<FMT> hi;
-    TfRowsLoSmem<FMT, 8> lo;
+    TfRowsLoSmem<FMT> lo;
 };
 
 // tf_mma_rows for m rows (1 to 16): the register-prefetch path where rows 8 to 15 are live, the shared-ring path where they are not.
@@ -627,7 +627,7 @@ __device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const 
     if (m > 8)
         tf_mma_rows<FMT, true>(sm.hi, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else
-        tf_mma_rows_lo<FMT, 8>(sm.lo, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_rows_lo<FMT>(sm.lo, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 // tf_mma_rows for m rows (1 to 8) on the register-prefetch path alone: fewer instructions a byte than the ring's in-place permute, for long K.
