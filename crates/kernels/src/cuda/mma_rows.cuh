@@ -43,6 +43,38 @@ __device__ __forceinline__ void tf_rows_e4m3x4(u32 x, u32* b) {
 #endif
 }
 
+// A 16-byte piece of weight codes permuted so 32-bit word t4 is lane t4's fragment: FP8 k pairs 2 t4 and 8 + 2 t4 (b0, b1); FP4 bytes t4, t4 + 4, t4 + 8, t4 + 12 (the lane's (j, h) = (0, 0), (0, 1), (1, 0), (1, 1)).
+template <int FMT>
+__device__ __forceinline__ uint4 tf_rows_permute(uint4 x) {
+    uint4 o;
+    if constexpr (FMT == MMA_FP8) {
+        o.x = __byte_perm(x.x, x.z, 0x5410), o.y = __byte_perm(x.x, x.z, 0x7632);
+        o.z = __byte_perm(x.y, x.w, 0x5410), o.w = __byte_perm(x.y, x.w, 0x7632);
+    } else {
+        u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
+        u32 c = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
+        o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
+        o.z = __byte_perm(c, d, 0x5410), o.w = __byte_perm(c, d, 0x7632);
+    }
+    return o;
+}
+
+// The contract's reversed K order (order_by_tile) and swapped nibbles (swap_nibbles) controls; false and 0 outside their builds.
+__device__ __forceinline__ bool tf_fault_rev() {
+#ifdef TF_FAULT_order_by_tile
+    return true;
+#else
+    return false;
+#endif
+}
+__device__ __forceinline__ int tf_fault_swap() {
+#ifdef TF_FAULT_swap_nibbles
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 // tf_mma_rows' shared memory, one layout for both of its row counts.
 template <int FMT>
 struct TfRowsSmem {
@@ -77,14 +109,8 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
     int parts = FMT == MMA_FP8 ? chunks : stages;
-    bool rev = false;
-#ifdef TF_FAULT_order_by_tile
-    rev = true;
-#endif
-    int swap = 0;
-#ifdef TF_FAULT_swap_nibbles
-    swap = 1;
-#endif
+    bool rev = tf_fault_rev();
+    int swap = tf_fault_swap();
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
     bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     int orow = tid / ROWS_BN, ocol = tid % ROWS_BN;
@@ -122,20 +148,8 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #pragma unroll
             for (int p = 0; p < NP; ++p) {
                 int row = pr(p), v = pk(p);
-                uint4 x = wp[p], o;
-                if constexpr (FMT == MMA_FP8) {
-                    // Word t4 holds k pairs 2 t4 and 8 + 2 t4: b0 and b1 of lane t4.
-                    o.x = __byte_perm(x.x, x.z, 0x5410), o.y = __byte_perm(x.x, x.z, 0x7632);
-                    o.z = __byte_perm(x.y, x.w, 0x5410), o.w = __byte_perm(x.y, x.w, 0x7632);
-                    *(uint4*)&ws[row * WROW + ((v ^ (row & 7)) << 4)] = o;
-                } else {
-                    // Word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12: lane t4's (j, h) = (0, 0), (0, 1), (1, 0), (1, 1) of the piece.
-                    u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
-                    u32 c = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
-                    o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
-                    o.z = __byte_perm(c, d, 0x5410), o.w = __byte_perm(c, d, 0x7632);
-                    *(uint4*)&ws[row * WROW + ((v ^ ((row >> 1) & 3)) << 4)] = o;
-                }
+                int sw = FMT == MMA_FP8 ? v ^ (row & 7) : v ^ ((row >> 1) & 3);
+                *(uint4*)&ws[row * WROW + (sw << 4)] = tf_rows_permute<FMT>(wp[p]);
             }
         };
         // Activations and scales of round rr (zeros past the last round), loaded a round ahead of their use.
@@ -351,14 +365,8 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
     int parts = FMT == MMA_FP8 ? chunks : stages;
-    bool rev = false;
-#ifdef TF_FAULT_order_by_tile
-    rev = true;
-#endif
-    int swap = 0;
-#ifdef TF_FAULT_swap_nibbles
-    swap = 1;
-#endif
+    bool rev = tf_fault_rev();
+    int swap = tf_fault_swap();
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
     bool vec = wstride % 16 == 0 && ((size_t)w % 16) == 0;
     bool svec = FMT == MMA_FP4 && (k / 32) % 4 == 0 && ((size_t)w_scale % 4) == 0;
@@ -472,19 +480,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
         tf_cp_wait<RD - 1>();
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
-            uint4 x = *(const uint4*)&ws[poff(p)], o;
-            if constexpr (FMT == MMA_FP8) {
-                // Word t4 holds k pairs 2 t4 and 8 + 2 t4: b0 and b1 of lane t4.
-                o.x = __byte_perm(x.x, x.z, 0x5410), o.y = __byte_perm(x.x, x.z, 0x7632);
-                o.z = __byte_perm(x.y, x.w, 0x5410), o.w = __byte_perm(x.y, x.w, 0x7632);
-            } else {
-                // Word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12: lane t4's (j, h) = (0, 0), (0, 1), (1, 0), (1, 1) of the piece.
-                u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
-                u32 cc = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
-                o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
-                o.z = __byte_perm(cc, d, 0x5410), o.w = __byte_perm(cc, d, 0x7632);
-            }
-            *(uint4*)&ws[poff(p)] = o;
+            *(uint4*)&ws[poff(p)] = tf_rows_permute<FMT>(*(const uint4*)&ws[poff(p)]);
         }
         __syncwarp();
         // bw[x][mi]: fragment words of (ni, j) = (mi % 2, 2 x + mi / 2) for FP8, of (ni, 16-byte piece) = (mi % 2, 2 x + mi / 2) for FP4.

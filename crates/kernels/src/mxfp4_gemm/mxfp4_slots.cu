@@ -105,12 +105,9 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
         // The lane's pieces permuted in place: word t4 holds bytes t4, t4 + 4, t4 + 8, t4 + 12 (k pairs of steps 2b and 2b + 1).
 #pragma unroll
         for (int i = 0; i < PIECES; ++i) {
-            uint4 x, o;
+            uint4 x;
             asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(base + off[i]));
-            u32 a = __byte_perm(x.x, x.y, 0x5140), b = __byte_perm(x.z, x.w, 0x5140);
-            u32 c2 = __byte_perm(x.x, x.y, 0x7362), d = __byte_perm(x.z, x.w, 0x7362);
-            o.x = __byte_perm(a, b, 0x5410), o.y = __byte_perm(a, b, 0x7632);
-            o.z = __byte_perm(c2, d, 0x5410), o.w = __byte_perm(c2, d, 0x7632);
+            uint4 o = tf_rows_permute<MMA_FP4>(x);
             asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(base + off[i]), "r"(o.x), "r"(o.y), "r"(o.z), "r"(o.w) : "memory");
         }
         __syncwarp();
@@ -182,14 +179,8 @@ extern "C" __global__ void __launch_bounds__(256) mxfp4_gemm_slots(const u16* q,
             if (lane < ROWS_BN && n0 + lane < n) y[n0 + lane] = 0.0f;
         return;
     }
-    bool rev = false;
-#ifdef TF_FAULT_order_by_tile
-    rev = true;
-#endif
-    int swap = 0;
-#ifdef TF_FAULT_swap_nibbles
-    swap = 1;
-#endif
+    bool rev = tf_fault_rev();
+    int swap = tf_fault_swap();
     int nsub = (k / 32 + 3) / 4, q_stride = (k + 7) / 8 * 8;
     // x's words (k pairs) for sub-chunk c, lane t4: word 2j + h of the lane's 16 is the pair at k = 128 c + 16 j + 8 h + 2 t4; loaded 4 words (t4 = 0..3) at a time.
     const u32* xq = (const u32*)(q + (size_t)row * q_stride);
