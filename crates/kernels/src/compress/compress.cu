@@ -1,28 +1,6 @@
 // compress: one block per entry row (rows past the grid loop), one thread per channel; slots in fixed order, so any block size gives the same bits.
 #define MAX_SLOTS 256
 
-// e^x exactly as the CPU's math::exp: a fixed FMA polynomial after a ties-even reduction by ln 2.
-__device__ __forceinline__ float compress_exp(float x) {
-    if (x != x) return x;
-    if (x > 88.72284f) return __int_as_float(0x7f800000);
-    if (x < -103.97208f) return 0.0f;
-    float n = rintf(x * 1.44269504088896340736f);
-    float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, x));
-    float p = 1.0f / 5040.0f;
-    p = fmaf(p, r, 1.0f / 720.0f);
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int ni = (int)n;
-    int a = min(max(ni, -126), 127);
-    int b = ni - a;
-    float pa = p * __int_as_float((a + 127) << 23);
-    return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
-}
-
 // Slot s's table row (-1: masked; kept below num_tokens) and, when present, its first dim and its logit gate + ape at channel c.
 __device__ __forceinline__ int compress_slot(const int* tokens, const float* gate, const float* ape, int s, int c, int ratio,
                                              int hd, int overlap, int num_tokens, int* d, float* z) {
@@ -61,11 +39,11 @@ extern "C" __global__ void compress(const float* kv, const float* gate, const fl
                 if (compress_slot(tokens, gate, ape, s, c, ratio, hd, overlap, num_tokens, &d, &z) >= 0) m = fmaxf(m, z);
             float den = 0.0f;
             for (int s = 0; s < slots; ++s)
-                if (compress_slot(tokens, gate, ape, s, c, ratio, hd, overlap, num_tokens, &d, &z) >= 0) den += compress_exp(z - m);
+                if (compress_slot(tokens, gate, ape, s, c, ratio, hd, overlap, num_tokens, &d, &z) >= 0) den += tf_exp_cpu(z - m);
             float acc = 0.0f;
             for (int s = 0; s < slots; ++s) {
                 int t = compress_slot(tokens, gate, ape, s, c, ratio, hd, overlap, num_tokens, &d, &z);
-                if (t >= 0) acc = fmaf(compress_exp(z - m) / den, kv[(size_t)t * width + d + c], acc);
+                if (t >= 0) acc = fmaf(tf_exp_cpu(z - m) / den, kv[(size_t)t * width + d + c], acc);
             }
             out[(size_t)r * hd + c] = acc;
         }

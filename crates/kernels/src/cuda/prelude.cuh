@@ -89,3 +89,25 @@ __device__ __forceinline__ float tf_e8m0_to_f32(u8 c) {
     if (c == 255u) return __int_as_float(0x7fc00000);
     return c == 0u ? __uint_as_float(0x00400000u) : __uint_as_float((u32)c << 23);
 }
+
+// e^x exactly as the CPU's math::exp: a fixed FMA polynomial after a ties-even reduction by ln 2.
+__device__ __forceinline__ float tf_exp_cpu(float x) {
+    if (x != x) return x;
+    if (x > 88.72284f) return __int_as_float(0x7f800000);
+    if (x < -103.97208f) return 0.0f;
+    float n = rintf(x * 1.44269504088896340736f);
+    float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, x));
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int ni = (int)n;
+    int a = min(max(ni, -126), 127);
+    int b = ni - a;
+    float pa = p * __int_as_float((a + 127) << 23);
+    return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
+}

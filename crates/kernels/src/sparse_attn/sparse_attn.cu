@@ -1,28 +1,6 @@
 // sparse_attn: one block per (row, head) (items past the grid loop); scores by half-warps with the CPU's 16 dot lanes, the softmax with sink in list order, then P.V in fixed 64-entry splits summed in split order, so no bit depends on the grid or block size.
 #define SPLIT 64
 
-// e^x exactly as the CPU's math::exp: a fixed FMA polynomial after a ties-even reduction by ln 2.
-__device__ __forceinline__ float sparse_attn_exp(float x) {
-    if (x != x) return x;
-    if (x > 88.72284f) return __int_as_float(0x7f800000);
-    if (x < -103.97208f) return 0.0f;
-    float n = rintf(x * 1.44269504088896340736f);
-    float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, x));
-    float p = 1.0f / 5040.0f;
-    p = fmaf(p, r, 1.0f / 720.0f);
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    int ni = (int)n;
-    int a = min(max(ni, -126), 127);
-    int b = ni - a;
-    float pa = p * __int_as_float((a + 127) << 23);
-    return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
-}
-
 // q . k in 16 lanes (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds it.
 __device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k, int hd, int lane) {
     unsigned half = 0xffffu << (threadIdx.x & 16);
@@ -91,13 +69,13 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
         }
         __syncthreads();
         m = m_s;
-        for (int k = threadIdx.x; k < len; k += blockDim.x) p[k] = sparse_attn_exp(p[k] - m);
+        for (int k = threadIdx.x; k < len; k += blockDim.x) p[k] = tf_exp_cpu(p[k] - m);
         __syncthreads();
         if (threadIdx.x == 0) {
             float den = 0.0f;
             for (int k = 0; k < len; ++k) den += p[k];
 #ifndef TF_FAULT_no_sink
-            den += sparse_attn_exp(sk - m);
+            den += tf_exp_cpu(sk - m);
 #endif
             den_s = den;
         }
