@@ -248,32 +248,15 @@ extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float*
     }
 }
 
-// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them: a block takes 32 outputs, loads CHAIN_G stages of their partials at once into shared memory, then 32 threads add them.
-#define CHAIN_G 64
+// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them.
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
-    __shared__ float st[CHAIN_G][32];
-    size_t mn = (size_t)m * n;
-    int tid = threadIdx.x;
-    for (size_t i0 = (size_t)blockIdx.x * 32; i0 < mn; i0 += (size_t)gridDim.x * 32) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
-        for (int s0 = 0; s0 < stages; s0 += CHAIN_G) {
-            int g = min(CHAIN_G, stages - s0);
-#pragma unroll 8
-            for (int t = tid; t < g * 32; t += blockDim.x) {
-                size_t i = i0 + t % 32;
-                st[t / 32][t % 32] = i < mn ? parts[(size_t)(s0 + t / 32) * mn + i] : 0.0f;
-            }
-#ifndef TF_FAULT_race_no_sync
-            __syncthreads();
-#endif
-            if (tid < 32)
-                for (int s = 0; s < g; ++s) acc = acc + st[s][tid];
-            __syncthreads();
-        }
-        size_t i = i0 + tid;
-        bool skip = tid >= 32 || i >= mn;
+#pragma unroll 16
+        for (int s = 0; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
+        bool skip = false;
 #ifdef TF_FAULT_skip_last_row
-        skip = skip || (int)(i / n) == m - 1;
+        skip = (int)(i / n) == m - 1;
 #endif
         if (!skip) y[i] = acc;
     }
