@@ -12,6 +12,7 @@ that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` an
 import ctypes
 import hashlib
 import json
+import os
 import sys
 
 import torch
@@ -39,7 +40,16 @@ def load(path, entries, optional=()):
     return out
 
 
-def launch(f, grid, block, args):
+def pipe_smem():
+    """Dynamic shared bytes of the sm_90a prompt tiles (crates/kernels/src/cuda/dynamic.rs), ring and sub-stages from TF_WG_RING and TF_WG_SUB."""
+    if torch.cuda.get_device_capability(0) != (9, 0):
+        return 0
+    ring, sub = int(os.environ.get("TF_WG_RING", "3")), int(os.environ.get("TF_WG_SUB", "4"))
+    stage, scales = 128 * 32 * 2, 2 * 128 * 4
+    return max(sub * (ring * (stage + 128 * 32) + 2 * stage + scales), 5 * stage + scales)
+
+
+def launch(f, grid, block, args, smem=0):
     vals = []
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -48,7 +58,9 @@ def launch(f, grid, block, args):
             vals.append(ctypes.c_int32(a))
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None), "cuLaunchKernel")
+    if smem > 48 * 1024:
+        check(CU.cuFuncSetAttribute(f, 8, smem), "cuFuncSetAttribute")  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, stream, ptrs, None), "cuLaunchKernel")
 
 
 def rows_blocks(tiles, per, per_sm):
@@ -149,7 +161,7 @@ def main():
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
+                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -159,7 +171,7 @@ def main():
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
                 launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k])
+                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")

@@ -10,7 +10,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use super::{CudaKernel, compile, libs};
+use super::{CudaKernel, CudaLaunch, compile, libs};
 use crate::faults::Faults;
 
 /// Loaded modules by kernel name and planted control.
@@ -209,11 +209,23 @@ impl Gpu {
             }
         };
         let f = module.load_function(entry).map_err(driver_err("function lookup"))?;
+        let dynamic = super::dynamic::shared_bytes(entry, self.arch);
+        if dynamic > 48 * 1024 {
+            f.set_attribute(Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
+                .map_err(driver_err("dynamic shared memory opt-in"))?;
+        }
         self.functions
             .lock()
             .expect("function cache poisoned")
             .insert(key, f.clone());
         Ok(f)
+    }
+
+    /// `launch`'s configuration for `items` work items of `entry`, with the dynamic shared memory it takes on this GPU.
+    pub fn config(&self, launch: &CudaLaunch, entry: &str, items: usize) -> cudarc::driver::LaunchConfig {
+        let mut c = launch.config(items);
+        c.shared_mem_bytes += super::dynamic::shared_bytes(entry, self.arch);
+        c
     }
 
     /// Copies `host` to a new device buffer (one zero element when empty, so the pointer is valid).

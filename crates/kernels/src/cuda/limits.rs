@@ -78,11 +78,19 @@ pub fn check(kernel: &CudaKernel, lim: &ArchLimits, resources: &HashMap<String, 
                     lim.registers_per_block
                 ));
             }
-            let shared = r.shared_bytes + rec.shared_bytes;
-            if shared > lim.shared_per_block {
+            // Entries that opt in to more (dynamic::shared_bytes) may use up to the opt-in ceiling.
+            let dynamic = super::dynamic::shared_bytes(entry, sm);
+            let shared = r.shared_bytes + rec.shared_bytes + dynamic;
+            if dynamic == 0 && shared > lim.shared_per_block {
                 problems.push(format!(
                     "{what}: {shared} bytes of shared memory > {} without opt-in",
                     lim.shared_per_block
+                ));
+            }
+            if shared > lim.shared_per_block_optin {
+                problems.push(format!(
+                    "{what}: {shared} bytes of shared memory > {} with opt-in",
+                    lim.shared_per_block_optin
                 ));
             }
             if rec.max_blocks == 0 || rec.max_blocks as u64 > lim.grid_x {
@@ -126,5 +134,29 @@ mod tests {
         res.get_mut("k").unwrap().shared_bytes = 64 * 1024;
         assert_eq!(check(&K, of(120).unwrap(), &res).len(), 1);
         assert_eq!(check(&K, of(80).unwrap(), &HashMap::new()).len(), 1);
+    }
+
+    #[test]
+    fn an_opted_in_entry_is_held_to_the_opt_in_ceiling() {
+        static K: CudaKernel = CudaKernel {
+            name: "fp8_gemm",
+            source: "",
+            entries: &["fp8_gemm"],
+            controls: &[],
+            records: &[CudaLaunch::new(256, 1)],
+        };
+        let mut res = HashMap::new();
+        let r = Resources {
+            registers: 168,
+            ..Resources::default()
+        };
+        res.insert("fp8_gemm".to_string(), r);
+        assert!(check(&K, of(90).unwrap(), &res).is_empty());
+        res.get_mut("fp8_gemm").unwrap().shared_bytes = 120 * 1024;
+        assert_eq!(
+            check(&K, of(90).unwrap(), &res).len(),
+            1,
+            "static plus dynamic over 227 KiB"
+        );
     }
 }

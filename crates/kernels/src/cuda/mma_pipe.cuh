@@ -349,24 +349,3 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
             }
     }
 }
-
-// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64.
-template <int FMT>
-__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
-    __shared__ __align__(1024) TfPipeSmem sm;
-#ifdef TF_WGMMA
-    constexpr bool WG = true;
-#else
-    constexpr bool WG = false;
-#endif
-    u32 sms;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
-    if (5 * rounds128 <= 3 * rounds64)
-        tf_mma_pipe_bm<FMT, 128, WG>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else
-        tf_mma_pipe_bm<FMT, 64, WG>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-}

@@ -3,6 +3,7 @@
 mod args;
 mod compile;
 mod device;
+pub mod dynamic;
 mod graph;
 mod libs;
 mod ranks;

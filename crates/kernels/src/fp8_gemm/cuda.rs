@@ -35,6 +35,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
+        include_str!("../cuda/wg_pipe.cuh"),
         include_str!("fp8_gemm.cu")
     ),
     entries: &[
@@ -118,7 +119,7 @@ pub fn fp8_gemm_cuda<'a>(
             .arg(&nn)
             .arg(&kk);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
-        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched(entry, unsafe { b.launch(gpu.config(launch, entry, tiles)) })?;
     }
     y.finish(gpu)
 }

@@ -12,6 +12,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
+        include_str!("../cuda/wg_pipe.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("grouped_proj.cu")
     ),
@@ -75,7 +76,9 @@ pub fn grouped_proj_cuda(
             .arg(&k)
             .arg(&g);
         // SAFETY: the arguments match the kernel's signature; group g reads its activations and weights, writes its columns.
-        cuda::launched("grouped_proj", unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched("grouped_proj", unsafe {
+            b.launch(gpu.config(launch, "grouped_proj", tiles))
+        })?;
     }
     y.finish(gpu, out)
 }

@@ -16,6 +16,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
+        include_str!("../cuda/wg_pipe.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("mxfp4_gemm.cu"),
         include_str!("mxfp4_slots.cu")
@@ -117,7 +118,7 @@ pub fn mxfp4_gemm_cuda<'a>(
             .arg(&nn)
             .arg(&kk);
         // SAFETY: the arguments match the kernel's signature; w holds `n * k / 2` bytes and w_scale `n * k / 32` codes.
-        cuda::launched(entry, unsafe { b.launch(launch.config(tiles)) })?;
+        cuda::launched(entry, unsafe { b.launch(gpu.config(launch, entry, tiles)) })?;
     }
     y.finish(gpu)
 }

@@ -1,0 +1,277 @@
+// The prompt tiles' entry (tf_mma_pipe) and its sm_90a deep ring: tf_mma_pipe_bm's chains by wgmma, a stage WG_SUB 32-wide sub-stages, activations and raw weight codes copied WG_RING - 1 stages ahead into dynamic shared memory.
+#ifndef WG_RING
+#define WG_RING 3
+#endif
+#ifndef WG_SUB
+#define WG_SUB 4
+#endif
+static_assert(WG_RING >= 3, "a stage converts the next stage's raw codes, copied at least a stage before");
+
+// The deep ring's shared memory: activation stages, raw weight stages (32 bytes a column a sub-stage), two converted f16 weight stages and their column scales; every sub-stage buffer in tf_pipe_a's layout.
+struct TfWgSmem {
+    u16 as[WG_RING][WG_SUB][PIPE_BM * MMA_BK];
+    u16 bs[2][WG_SUB][MMA_BN * MMA_BK];
+    u8 raw[WG_RING][WG_SUB][MMA_BN * 32];
+    float ss[2][WG_SUB][MMA_BN];
+};
+
+// Bytes of dynamic shared memory the sm_90a prompt entries need (the deep ring or, for unaligned weights, tf_mma_pipe_bm's buffers).
+#define TF_PIPE_DYN_BYTES (sizeof(TfWgSmem) > sizeof(TfPipeSmem) ? sizeof(TfWgSmem) : sizeof(TfPipeSmem))
+
+#ifdef TF_WGMMA
+// An 8-byte copy of `bytes` (0 or 8) from global src to shared dst, zeros when 0.
+__device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+// tf_mma_pipe_bm's WG tiles, the same chains (32-wide sub-stages u ascending) with WG_SUB sub-stages a barrier and every copy WG_RING - 1 stages ahead; each thread converts the raw chunks it copied a stage before their use.
+template <int FMT, int BM>
+__device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                              const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    constexpr int AP = BM / 64, NACC = BM / 2, H = WG_SUB;
+    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_SUB = MMA_BN * 32;
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
+    int wg_row = BM == 128 ? 64 * wm : 0, wg_col = BM == 128 ? 0 : 64 * wm;
+    int tiles_m = (m + BM - 1) / BM;
+    int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
+    int nblk = (k + 127) / 128;
+    int kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int subs = (kend + MMA_BK - 1) / MMA_BK, stages = (subs + H - 1) / H;
+    int ar = tid / 4, ac = tid % 4;
+    int bn = tid / 2, bc = (tid % 2) * 16;
+    int swap = tf_fault_swap();
+    u32 a_dst[AP];
+#pragma unroll
+    for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
+    // This thread's raw chunk of a sub-stage: FP8 16 codes at bn * 32 + bc, FP4 8 bytes at bn * 16 + bc / 2.
+    u32 raw_off = FMT == MMA_FP8 ? bn * 32 + bc : bn * 16 + bc / 2;
+    u32 raw_dst = tf_smem_addr(&sm.raw[0][0][0]) + raw_off;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
+        float acc[NACC], part[NACC];
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
+        // Sub-stage u reads K sub-stage order(u); ascending always (the planted control reverses it in small tiles).
+        auto order = [&](int u) {
+#ifdef TF_FAULT_order_by_tile
+            if (m <= 16) return subs - 1 - u;
+#endif
+            return u;
+        };
+        const u16* a_src[AP];
+        int a_lim[AP];
+#pragma unroll
+        for (int i = 0; i < AP; ++i) {
+            int gm = m0 + ar + 64 * i;
+            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
+            a_lim[i] = gm < m ? kend - ac * 8 : 0;
+        }
+        int gn = n0 + bn;
+        const u8* b_src = FMT == MMA_FP8 ? w + (size_t)min(gn, n - 1) * k + bc : w + (size_t)min(gn, n - 1) * (k / 2) + bc / 2;
+        int b_lim = gn < n ? kend - bc : 0;
+        int sn = min(n0 + tid, n - 1);
+        const u8* s_src = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + sn) / 128) * nblk : w_scale + (size_t)sn * (k / 32);
+        int qs_off[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) qs_off[h] = min(m0 + wg_row + 16 * wn + g + 8 * h, m - 1) * qs_stride;
+        // One copy group: stage s's activations and this thread's raw weight codes into ring slot s % WG_RING (zeros outside the matrix).
+        auto issue = [&](int s) {
+#pragma unroll
+            for (int j = 0; j < H; ++j) {
+                int u = s * H + j;
+                if (u >= subs) break;
+                int k0 = order(u) * MMA_BK;
+                u32 sub = (u32)((s % WG_RING) * H + j);
+                if (k0 + MMA_BK <= kend) {
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) tf_cp_async16_or_zero(a_dst[i] + sub * A_SUB, a_src[i] + k0, a_lim[i] <= 0);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) {
+                        int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
+                        tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
+                    }
+                }
+                if constexpr (FMT == MMA_FP8) {
+                    int bytes = min(max(b_lim - k0, 0), 16);
+                    tf_cp_async16_at(raw_dst + sub * RAW_SUB, bytes > 0 ? b_src + k0 : w, bytes);
+                } else {
+                    tf_cp_async8_at(raw_dst + sub * RAW_SUB, gn < n ? b_src + k0 / 2 : w, gn < n ? 8 : 0);
+                }
+            }
+            tf_cp_commit();
+        };
+        // The weight scale of column n0 + tid at sub-stage u (threads below MMA_BN).
+        auto scale = [&](int u) {
+            if (u >= subs || tid >= MMA_BN) return 0.0f;
+            u = order(u);
+            if constexpr (FMT == MMA_FP8)
+                return tf_e8m0_to_f32(s_src[u / 4]);
+            else
+                return n0 + tid < n ? tf_e8m0_to_f32(s_src[u]) : 0.0f;
+        };
+        // Column scales of the next stage to convert, loaded a stage ahead.
+        float scn[H];
+        auto load_scales = [&](int s) {
+#pragma unroll
+            for (int j = 0; j < H; ++j) scn[j] = scale(s * H + j);
+        };
+        // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scn, then refilled for stage s + 1).
+        auto convert = [&](int s, int buf) {
+#pragma unroll
+            for (int j = 0; j < H; ++j) {
+                const u8* r = &sm.raw[s % WG_RING][j][raw_off];
+                u32 h[8];
+                if constexpr (FMT == MMA_FP8) {
+                    uint4 v = *(const uint4*)r;
+                    u32 wd[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        h[2 * e] = tf_e4m3x2_to_f16x2(wd[e], 0x1404u);
+                        h[2 * e + 1] = tf_e4m3x2_to_f16x2(wd[e], 0x3424u);
+                    }
+                } else {
+                    uint2 v = *(const uint2*)r;
+                    tf_e2m1x8_to_f16x2(v.x, swap, h);
+                    tf_e2m1x8_to_f16x2(v.y, swap, h + 4);
+                }
+                if (tid < MMA_BN) sm.ss[buf][j][tid] = scn[j];
+                *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
+                *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8 + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
+            }
+            load_scales(s + 1);
+        };
+        // Sub-stage j of stage s's two k16 steps into part (afresh at a scale block's first), issued and committed.
+        auto mmas = [&](int s, int j, bool fresh) {
+            u32 a_at = tf_smem_addr(&sm.as[s % WG_RING][j][0]) + 64 * wg_row, b_at = tf_smem_addr(&sm.bs[s % 2][j][0]) + 64 * wg_col;
+#pragma unroll
+            for (int step = 0; step < 2; ++step) {
+                int keep = !(fresh && step == 0);
+                if constexpr (BM == 128)
+                    tf_wgmma_n128(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                else
+                    tf_wgmma_n64(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+            }
+        };
+        // part's scaled add into acc with sub-stage j's column scales of buffer buf.
+        auto close = [&](int buf, int j, const float* sa) {
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) {
+                float sw = sm.ss[buf][j][wg_col + 8 * (i / 4) + 2 * t4 + i % 2];
+                acc[i] = fmaf(part[i], sa[(i / 2) % 2] * sw, acc[i]);
+            }
+        };
+        float sa[2];
+        auto load_sa = [&](int u) {
+            int kb = order(u) / 4;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                sa[h] = q_scale[qs_off[h] + kb];
+#ifdef TF_FAULT_lost_act_scale
+                sa[h] = 1.0f;
+#endif
+            }
+        };
+#pragma unroll
+        for (int i = 0; i < WG_RING - 1; ++i) issue(i);
+        tf_cp_wait<WG_RING - 2>();
+        load_scales(0);
+        convert(0, 0);
+        for (int s = 0; s < stages; ++s) {
+            // Groups up to s + 1 have landed: stage s's activations and stage s + 1's raw codes.
+            tf_cp_wait<WG_RING - 3>();
+            tf_fence_async_smem();
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            issue(s + WG_RING - 1);
+            if constexpr (FMT == MMA_FP8) {
+                // A stage's sub-stages chain into part as one group; a 128-block closes after its fourth.
+                tf_wg_arrive();
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+                    int u = s * H + j;
+                    if (u < subs) {
+                        if (u % 4 == 0) load_sa(u);
+                        mmas(s, j, u % 4 == 0);
+                    }
+                }
+                tf_wg_commit();
+                if (s + 1 < stages) convert(s + 1, (s + 1) % 2);
+                tf_wg_wait0();
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+                    int u = s * H + j;
+                    if (u < subs && ((u + 1) % 4 == 0 || u + 1 == subs)) close(s % 2, j, sa);
+                }
+            } else {
+                // Each 32-block is its own partial: its two steps, then its close.
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+                    int u = s * H + j;
+                    if (u < subs) {
+                        if (u % 4 == 0) load_sa(u);
+                        tf_wg_arrive();
+                        mmas(s, j, true);
+                        tf_wg_commit();
+                        if (j == 0 && s + 1 < stages) convert(s + 1, (s + 1) % 2);
+                        tf_wg_wait0();
+                        close(s % 2, j, sa);
+                    }
+                }
+            }
+        }
+        // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
+        tf_cp_wait<0>();
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) {
+            int gm = m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), gn = n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2;
+            bool skip = gm >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+            skip = skip || gn == n - 1;
+#endif
+            if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+        }
+    }
+}
+#endif
+
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64; on sm_90a the deep ring where the weight rows are 16-byte aligned.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    u32 sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
+    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
+    bool big = 5 * rounds128 <= 3 * rounds64;
+#ifdef TF_WGMMA
+    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
+    extern __shared__ __align__(1024) u8 tf_dyn[];
+    u32 dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < TF_PIPE_DYN_BYTES) __trap();
+    bool ring = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
+    TfWgSmem& wsm = *(TfWgSmem*)tf_dyn;
+    TfPipeSmem& psm = *(TfPipeSmem*)tf_dyn;
+    if (ring && big)
+        tf_wg_pipe_bm<FMT, 128>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else if (ring)
+        tf_wg_pipe_bm<FMT, 64>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else if (big)
+        tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else
+        tf_mma_pipe_bm<FMT, 64, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+#else
+    __shared__ __align__(1024) TfPipeSmem sm;
+    if (big)
+        tf_mma_pipe_bm<FMT, 128, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else
+        tf_mma_pipe_bm<FMT, 64, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+#endif
+}
