@@ -159,6 +159,13 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         };
         // part's scaled add into acc with sub-stage j's column scales of buffer buf.
         auto close = [&](int buf, int j, const float* sa) {
+            if (FMT == MMA_FP8 && col0 % 128 == 0) {
+                // The tile's columns share one 128-block, so one weight scale.
+                float sw = sm.ss[buf][j][0], f0 = sa[0] * sw, f1 = sa[1] * sw;
+#pragma unroll
+                for (int i = 0; i < NACC; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? f1 : f0, acc[i]);
+                return;
+            }
 #pragma unroll
             for (int i = 0; i < NACC; ++i) {
                 float sw = sm.ss[buf][j][wg_col + 8 * (i / 4) + 2 * t4 + i % 2];
@@ -190,15 +197,16 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
 #endif
             issue(s + WG_RING - 1);
             if constexpr (FMT == MMA_FP8) {
-                // A stage's sub-stages chain into part as one group; a 128-block closes after its fourth.
+                // A stage's sub-stages chain into part as one group, back to back (no branch between them, so no fence is injected); a 128-block closes after its fourth.
+                if (s * H % 4 == 0) load_sa(s * H);
                 tf_wg_arrive();
+                if ((s + 1) * H <= subs) {
 #pragma unroll
-                for (int j = 0; j < H; ++j) {
-                    int u = s * H + j;
-                    if (u < subs) {
-                        if (u % 4 == 0) load_sa(u);
-                        mmas(s, j, u % 4 == 0);
-                    }
+                    for (int j = 0; j < H; ++j) mmas(s, j, (s * H + j) % 4 == 0);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < H; ++j)
+                        if (s * H + j < subs) mmas(s, j, (s * H + j) % 4 == 0);
                 }
                 tf_wg_commit();
                 if (s + 1 < stages) convert(s + 1, (s + 1) % 2);
