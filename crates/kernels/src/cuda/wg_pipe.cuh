@@ -114,12 +114,22 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             else
                 return n0 + tid < n ? tf_e8m0_to_f32(s_src[u]) : 0.0f;
         };
-        // Column scales of the next stage to convert, loaded a stage ahead.
+        // Column scales of the next stage to convert, loaded a stage ahead: FP8 column n0 + tid's, FP4 the e8m0 codes of this thread's column n0 + bn (-1 past K or the matrix).
         float scn[H];
+        int scode[H];
+        const u8* c_src = w_scale + (size_t)min(gn, n - 1) * (k / 32);
         auto load_scales = [&](int s) {
 #pragma unroll
-            for (int j = 0; j < H; ++j) scn[j] = scale(s * H + j);
+            for (int j = 0; j < H; ++j) {
+                int u = s * H + j;
+                if constexpr (FMT == MMA_FP8)
+                    scn[j] = scale(u);
+                else
+                    scode[j] = u < subs && gn < n ? c_src[order(u)] : -1;
+            }
         };
+        // FP4: whether every column this thread converted last had its scale folded into the weights (tf_e2m1x8_to_f16x2_by).
+        bool folded = false;
         // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scn, then refilled for stage s + 1).
         auto convert = [&](int s, int buf) {
 #pragma unroll
@@ -134,12 +144,18 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                         h[2 * e] = tf_e4m3x2_to_f16x2(wd[e], 0x1404u);
                         h[2 * e + 1] = tf_e4m3x2_to_f16x2(wd[e], 0x3424u);
                     }
+                    if (tid < MMA_BN) sm.ss[buf][j][tid] = scn[j];
                 } else {
+                    // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
+                    int c = scode[j];
+                    bool fold = c >= 104 && c <= 128;
+                    u32 mul = fold ? (u32)(c - 98) << 10 : 0x7400u;
                     uint2 v = *(const uint2*)r;
-                    tf_e2m1x8_to_f16x2(v.x, swap, h);
-                    tf_e2m1x8_to_f16x2(v.y, swap, h + 4);
+                    tf_e2m1x8_to_f16x2_by(v.x, swap, mul * 0x10001u, h);
+                    tf_e2m1x8_to_f16x2_by(v.y, swap, mul * 0x10001u, h + 4);
+                    if (bc == 0) sm.ss[buf][j][bn] = fold ? 1.0f : c >= 0 ? tf_e8m0_to_f32((u8)c) : 0.0f;
+                    folded = (j == 0 || folded) && (fold || c < 0);
                 }
-                if (tid < MMA_BN) sm.ss[buf][j][tid] = scn[j];
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8 + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
             }
@@ -192,8 +208,13 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             // Groups up to s + 1 have landed: stage s's activations and stage s + 1's raw codes.
             tf_cp_wait<WG_RING - 3>();
             tf_fence_async_smem();
+            // FP4: every column of stage s folded its scale (the same at every thread), so its closes need no column scales.
+            bool fast = false;
 #ifndef TF_FAULT_race_no_sync
-            __syncthreads();
+            if constexpr (FMT == MMA_FP8)
+                __syncthreads();
+            else
+                fast = __syncthreads_and(folded);
 #endif
             issue(s + WG_RING - 1);
             if constexpr (FMT == MMA_FP8) {
@@ -228,7 +249,12 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                         tf_wg_commit();
                         if (j == 0 && s + 1 < stages) convert(s + 1, (s + 1) % 2);
                         tf_wg_wait0();
-                        close(s % 2, j, sa);
+                        if (fast) {
+#pragma unroll
+                            for (int i = 0; i < NACC; ++i) acc[i] = fmaf(part[i], sa[(i / 2) % 2], acc[i]);
+                        } else {
+                            close(s % 2, j, sa);
+                        }
                     }
                 }
             }
