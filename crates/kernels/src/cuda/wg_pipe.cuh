@@ -19,6 +19,11 @@ struct TfWgSmem {
 #define TF_PIPE_DYN_BYTES (sizeof(TfWgSmem) > sizeof(TfPipeSmem) ? sizeof(TfWgSmem) : sizeof(TfPipeSmem))
 
 #ifdef TF_WGMMA
+// A 16-byte copy from global src to shared dst.
+__device__ __forceinline__ void tf_cp_async16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+}
+
 // An 8-byte copy of `bytes` (0 or 8) from global src to shared dst, zeros when 0.
 __device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
@@ -78,8 +83,25 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         int qs_off[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) qs_off[h] = min(m0 + wg_row + 16 * wn + g + 8 * h, m - 1) * qs_stride;
+        // A tile wholly inside the matrix, K whole sub-stages: every copy full.
+        bool inside = m0 + BM <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
         // One copy group: stage s's activations and this thread's raw weight codes into ring slot s % WG_RING (zeros outside the matrix).
         auto issue = [&](int s) {
+            if (inside && (s + 1) * H <= subs) {
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+                    int k0 = order(s * H + j) * MMA_BK;
+                    u32 sub = (u32)((s % WG_RING) * H + j);
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) tf_cp_async16(a_dst[i] + sub * A_SUB, a_src[i] + k0);
+                    if constexpr (FMT == MMA_FP8)
+                        tf_cp_async16(raw_dst + sub * RAW_SUB, b_src + k0);
+                    else
+                        tf_cp_async8_at(raw_dst + sub * RAW_SUB, b_src + k0 / 2, 8);
+                }
+                tf_cp_commit();
+                return;
+            }
 #pragma unroll
             for (int j = 0; j < H; ++j) {
                 int u = s * H + j;
@@ -140,10 +162,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     uint4 v = *(const uint4*)r;
                     u32 wd[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        h[2 * e] = tf_e4m3x2_to_f16x2(wd[e], 0x1404u);
-                        h[2 * e + 1] = tf_e4m3x2_to_f16x2(wd[e], 0x3424u);
-                    }
+                    for (int e = 0; e < 4; ++e) tf_rows_e4m3x4(wd[e], h + 2 * e);
                     if (tid < MMA_BN) sm.ss[buf][j][tid] = scn[j];
                 } else {
                     // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
