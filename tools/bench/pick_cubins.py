@@ -10,11 +10,9 @@ import hashlib
 import shutil
 import sys
 
-KERNELS = {
-    "fp8_gemm": ["cuda/mma.cuh", "cuda/mma_pipe.cuh", "fp8_gemm/fp8_gemm.cu"],
-    "mxfp4_gemm": ["cuda/mma.cuh", "cuda/mma_pipe.cuh", "fp8_gemm/fp8_gemm.cu", "mxfp4_gemm/mxfp4_gemm.cu"],
-    "bf16_gemm": ["cuda/mma.cuh", "bf16_gemm/bf16_gemm.cu"],
-}
+from nvrtc_cubins import sources
+
+KERNELS = ["fp8_gemm", "mxfp4_gemm", "bf16_gemm"]
 
 
 def main():
@@ -22,10 +20,11 @@ def main():
     major, minor = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("13", "0")
     src = f"{repo}/crates/kernels/src"
     prelude = open(f"{src}/cuda/prelude.cuh").read()
-    opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
+    opts = [f"--gpu-architecture=sm_{arch}a" if arch == "90" else f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
     opts_debug = "[" + ", ".join(f'"{o}"' for o in opts) + "]"
-    for name, files in KERNELS.items():
-        body = "".join(open(f"{src}/{f}").read() for f in files)
+    for name in KERNELS:
+        # The sources each kernel concatenates, read from its cuda.rs as nvrtc_cubins.py does.
+        body = sources(src, name)
         full = f'{prelude}\n#line 1 "{name}.cu"\n{body}'
         h = hashlib.sha256(f"({major}, {minor})\0{opts_debug}\0".encode() + full.encode()).hexdigest()
         path = f"{cache}/{name}-sm_{arch}-{h[:32]}.cubin"
