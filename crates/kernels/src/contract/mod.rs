@@ -213,11 +213,13 @@ impl Case {
 
     /// Parameter `key`; panics when the kernel's own case list lacks it.
     pub fn get(&self, key: &str) -> usize {
-        self.params
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
+        self.opt(key)
             .unwrap_or_else(|| panic!("case {self} has no parameter `{key}`"))
+    }
+
+    /// Parameter `key`, if this case has it (the optional ones only some cases set).
+    pub fn opt(&self, key: &str) -> Option<usize> {
+        self.params.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
     }
 
     /// The same case with `rows` rows.

@@ -127,14 +127,10 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             }
             tf_cp_commit();
         };
-        // The weight scale of column n0 + tid at sub-stage u (threads below MMA_BN).
+        // FP8: the weight scale of column n0 + tid at sub-stage u (threads below MMA_BN).
         auto scale = [&](int u) {
             if (u >= subs || tid >= MMA_BN) return 0.0f;
-            u = order(u);
-            if constexpr (FMT == MMA_FP8)
-                return tf_e8m0_to_f32(s_src[u / 4]);
-            else
-                return n0 + tid < n ? tf_e8m0_to_f32(s_src[u]) : 0.0f;
+            return tf_e8m0_to_f32(s_src[order(u) / 4]);
         };
         // Column scales of the next stage to convert, loaded a stage ahead: FP8 column n0 + tid's, FP4 the e8m0 codes of this thread's column n0 + bn (-1 past K or the matrix).
         float scn[H];

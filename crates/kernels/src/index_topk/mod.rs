@@ -20,7 +20,7 @@ const PLACED_EXTRA: usize = 7;
 const KEPT: i32 = -7;
 
 fn placed(case: &Case) -> bool {
-    case.params.iter().any(|(p, v)| *p == "placed" && *v == 1)
+    case.opt("placed") == Some(1)
 }
 
 fn stride(case: &Case) -> usize {

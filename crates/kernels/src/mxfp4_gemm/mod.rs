@@ -87,11 +87,7 @@ impl Kernel for Mxfp4Gemm {
             w.extend(rng.next_u64().to_le_bytes());
         }
         w.truncate(n * k / 2);
-        let lift = case
-            .params
-            .iter()
-            .find(|(p, _)| *p == "scale_lift")
-            .map_or(0, |&(_, l)| l as i32);
+        let lift = case.opt("scale_lift").unwrap_or(0) as i32;
         let s = scale_codes(rng, n * k / BLOCK, lift - 8);
         vec![
             Arg::per_row("x", Buf::F32(x), k),

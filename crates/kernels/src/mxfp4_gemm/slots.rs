@@ -9,7 +9,7 @@ use crate::faults::Faults;
 
 /// Whether `case` asks for the routed-slots entry.
 pub(super) fn marked(case: &Case) -> bool {
-    case.params.iter().any(|(p, _)| *p == "slots")
+    case.opt("slots").is_some()
 }
 
 /// `mxfp4_gemm` through `mxfp4_gemm_slots`; the other two experts hold different weights, so a slot that ignored its route would read them.

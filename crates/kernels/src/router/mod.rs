@@ -63,7 +63,7 @@ impl Kernel for Router {
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
         let experts = case.get("experts");
         let ties = case.get("ties") == 1;
-        let nan = case.params.iter().any(|&(p, v)| p == "nan" && v == 1);
+        let nan = case.opt("nan") == Some(1);
         // Tie cases draw logits and biases from coarse grids, so equal scores are common and exact.
         let logits: Vec<f32> = (0..case.rows * experts)
             .map(|i| {
