@@ -147,3 +147,36 @@ fn the_prompt_gemms_take_warpgroup_mma_on_sm90_only() {
     let err = cuda::compile(&PROBE, 80, None).unwrap_err();
     assert!(err.contains("no warpgroup MMA"), "{err}");
 }
+
+/// The text of entry `entry`'s body in `source`, up to the next entry.
+fn body<'s>(source: &'s str, entry: &str) -> &'s str {
+    let at = source
+        .match_indices(&format!(" {entry}("))
+        .map(|(i, _)| i)
+        .find(|&i| {
+            source[..i]
+                .rsplit('\n')
+                .next()
+                .is_some_and(|line| line.contains("__global__"))
+        })
+        .unwrap_or_else(|| panic!("no __global__ entry {entry}"));
+    let open = at + source[at..].find('{').expect("an entry body");
+    let end = source[open..].find("extern \"C\"").map_or(source.len(), |e| open + e);
+    &source[open + 1..end]
+}
+
+#[test]
+fn every_entry_waits_for_its_inputs_before_it_touches_them() {
+    for k in registry::all() {
+        let Some(c) = k.cuda() else { continue };
+        for entry in c.entries {
+            let b = body(c.source, entry).trim_start();
+            let begins = b.starts_with("tf_grid_begin();");
+            let opens_then_waits = b.starts_with("tf_grid_open();") && b.contains("tf_grid_wait();");
+            assert!(
+                begins || opens_then_waits,
+                "{entry} must start with tf_grid_begin() (or tf_grid_open() and wait before touching its inputs): graphs chain it programmatically"
+            );
+        }
+    }
+}

@@ -61,4 +61,11 @@ fn replayed_decode_rounds_match_launched_ones() {
         );
         assert!(want == got, "{rows} rows: replayed logits differ from launched ones");
     }
+    if tensorfold_kernels::cuda::programmatic(replayed.gpu.arch) {
+        assert!(
+            replayed.graph_programmatic_edges() > 0,
+            "sm_{} graphs chained no kernels programmatically",
+            replayed.gpu.arch
+        );
+    }
 }

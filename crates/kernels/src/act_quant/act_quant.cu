@@ -2,6 +2,7 @@
 #define MAX_ROW 8192
 
 extern "C" __global__ void act_quant(const float* x, float* y, int rows, int row_len, int n, int block) {
+    tf_grid_begin();
     __shared__ float xs[MAX_ROW];
 #ifdef TF_FAULT_block_plus_one
     block += 1;

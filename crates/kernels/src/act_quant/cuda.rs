@@ -1,8 +1,6 @@
 //! CUDA `act_quant`: one block per row, the row staged in shared memory, one warp per quant block, the FP8 round trip as the CPU does it.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The longest row the kernel's shared-memory stage holds.
@@ -46,7 +44,7 @@ pub fn act_quant_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, l, nn, b) = (rows as i32, row_len as i32, n as i32, block as i32);
-        let mut lb = gpu.stream.launch_builder(&f);
+        let mut lb = gpu.launch_builder(&f);
         lb.input(&xd).arg(&mut yv).arg(&r).arg(&l).arg(&nn).arg(&b);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `rows * row_len` values.
         cuda::launched("act_quant", unsafe { lb.launch(launch.config(rows)) })?;

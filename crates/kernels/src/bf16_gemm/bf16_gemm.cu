@@ -1,5 +1,6 @@
 // bf16_gemm: y = x . W^T on tensor cores; x split exactly into three bf16 pieces (hi, mid, lo), K in fixed 32-wide stages (six MMAs into a partial, then one add), so a row's bits never depend on M or the tile.
 extern "C" __global__ void __launch_bounds__(256, 2) bf16_gemm(const float* x, const u16* w, float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_bf16_tiles(x, w, y, m, n, k);
 }
 
@@ -198,6 +199,7 @@ __device__ __forceinline__ void tf_bf16_ring_tile_t(const float* x, const u16* w
 // bf16_gemm_chain; else a warp per tile adds its stages' partials in order (the tiles' chain, weights through its ring when aligned) and writes y.
 extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float* x, const u16* w16, float* parts, float* y, int m, int n, int k,
                                                                 int split) {
+    tf_grid_begin();
     int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
     int kend = k;
 #ifdef TF_FAULT_drop_tail
@@ -250,6 +252,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float*
 
 // Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them.
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
+    tf_grid_begin();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
 #pragma unroll 16

@@ -1,8 +1,8 @@
 //! CUDA `bf16_gemm`: 64x128 tensor-core tiles (x split exactly into three bf16 pieces), K in fixed 32-wide stages, so every row's bits are the same at any batch size; decode rows split the stages over warps.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::LaunchConfig;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 
@@ -56,7 +56,7 @@ pub fn bf16_gemm_cuda<'a>(
         {
             let mut yv = y.view();
             let sp = split as i32;
-            let mut b = gpu.stream.launch_builder(&rows);
+            let mut b = gpu.launch_builder(&rows);
             b.input(&xd)
                 .input(&wd)
                 .arg(&mut parts)
@@ -73,7 +73,7 @@ pub fn bf16_gemm_cuda<'a>(
             let chain = gpu.function(&KERNEL, "bf16_gemm_chain", faults)?;
             let mut yv = y.view();
             let ss = stages as i32;
-            let mut b = gpu.stream.launch_builder(&chain);
+            let mut b = gpu.launch_builder(&chain);
             b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
             // Small blocks spread the chains' loads over more SMs (any block size gives the same bits).
             let block = launch.block.min(CHAIN_BLOCK);
@@ -88,7 +88,7 @@ pub fn bf16_gemm_cuda<'a>(
     } else {
         let f = gpu.function(&KERNEL, "bf16_gemm", faults)?;
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&mm).arg(&nn).arg(&kk);
         let tiles = n.div_ceil(128) * m.div_ceil(64);
         // SAFETY: the arguments match the kernel's signature; x holds `m * k`, w `n * k` and out `m * n` values.

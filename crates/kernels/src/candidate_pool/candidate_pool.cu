@@ -10,6 +10,7 @@ __device__ __forceinline__ u64 pool_key(float score, int b) {
 
 extern "C" __global__ void candidate_pool(const float* scores, const i32* num_visible, i32* out, int rows, int cols,
                                           int block_size, int top_blocks) {
+    tf_grid_begin();
     __shared__ u64 keys[MAX_BLOCKS];
     __shared__ u8 chosen[MAX_BLOCKS];
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

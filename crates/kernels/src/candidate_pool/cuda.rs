@@ -1,7 +1,5 @@
 //! CUDA `candidate_pool`: one block per query row, block keys from warp 0 in shared memory, a rank count per block, the chosen blocks written in ascending order.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -53,7 +51,7 @@ pub fn candidate_pool_cuda(
     {
         let mut yv = y.view();
         let (r, c, bs, top) = (rows as i32, cols as i32, block_size as i32, top_blocks as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&sd).arg(&vd).arg(&mut yv).arg(&r).arg(&c).arg(&bs).arg(&top);
         // SAFETY: the arguments match the kernel's signature; scores hold `rows * cols` values, out `rows * top_blocks`.
         cuda::launched("candidate_pool", unsafe { b.launch(launch.config(rows)) })?;

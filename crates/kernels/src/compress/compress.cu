@@ -21,6 +21,7 @@ __device__ __forceinline__ int compress_slot(const int* tokens, const float* gat
 
 extern "C" __global__ void compress(const float* kv, const float* gate, const float* ape, const int* token_idx, float* out,
                                     int rows, int num_tokens, int ratio, int hd, int overlap) {
+    tf_grid_begin();
     __shared__ int tokens[MAX_SLOTS];
     int width = overlap ? 2 * hd : hd;
     int slots = overlap ? 2 * ratio : ratio;

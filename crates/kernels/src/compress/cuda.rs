@@ -1,9 +1,7 @@
 //! CUDA `compress`: one block per entry row, one thread per channel, slots in fixed order (the CPU's arithmetic).
 
-use cudarc::driver::PushKernelArg;
-
 use super::CompressShape;
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most token slots per entry the kernel's shared-memory list holds (HCA: 128, CSA: 8).
@@ -79,7 +77,7 @@ pub fn compress_cuda<'a>(
         let mut yv = y.view();
         let (r, n, ratio) = (rows as i32, num_tokens as i32, shape.ratio as i32);
         let (h, o) = (hd as i32, shape.overlap as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&kd).input(&gd).input(&ad).input(&td).arg(&mut yv);
         b.arg(&r).arg(&n).arg(&ratio).arg(&h).arg(&o);
         // SAFETY: the arguments match the kernel's signature; the tables and token_idx hold what the shape indexes, checked above.

@@ -155,18 +155,3 @@ impl Gpu {
         }
     }
 }
-
-/// Pushes a staged input as a kernel argument.
-pub trait PushIn<'a> {
-    fn input<'b: 'a, T>(&mut self, x: &'b Staged<'_, T>) -> &mut Self;
-}
-
-impl<'a> PushIn<'a> for cudarc::driver::LaunchArgs<'a> {
-    fn input<'b: 'a, T>(&mut self, x: &'b Staged<'_, T>) -> &mut Self {
-        use cudarc::driver::PushKernelArg;
-        match x {
-            Staged::Owned(s) => self.arg(s),
-            Staged::View(v) => self.arg(v),
-        }
-    }
-}

@@ -1,6 +1,7 @@
 //! The process's GPU: context, stream, modules loaded from NVRTC cubins, and guarded device buffers.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::result::function::get_function_attribute;
@@ -32,6 +33,10 @@ pub struct Gpu {
     pub sms: u32,
     modules: Mutex<Modules>,
     functions: Mutex<Functions>,
+    /// Whether this process's stream is being captured into a graph.
+    pub(crate) capturing: AtomicBool,
+    /// Whether captures record programmatic chains (cleared when a chained capture fails).
+    pub(crate) chain_captures: AtomicBool,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -107,6 +112,8 @@ fn open() -> Result<Gpu, String> {
         sms,
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
+        capturing: AtomicBool::new(false),
+        chain_captures: AtomicBool::new(true),
     })
 }
 

@@ -1,15 +1,22 @@
 //! Stream capture: the work a closure queues on the process stream, recorded once as a CUDA graph and replayed by one launch.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, ThreadId};
 
-use cudarc::driver::CudaGraph;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::result;
+use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaStream, DriverError};
 
 use super::device::Gpu;
 
 /// A recorded sequence of the stream's work; replaying it reads and writes the same device addresses as the capture did.
-pub struct Graph(CudaGraph);
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    stream: Arc<CudaStream>,
+    programmatic: usize,
+}
 
 // SAFETY: a graph is only launched onto the process's one stream, and its owner serialises launches behind a lock.
 unsafe impl Send for Graph {}
@@ -19,19 +26,76 @@ unsafe impl Sync for Graph {}
 impl Graph {
     /// Queues the recorded work on the stream it was captured from.
     pub fn launch(&self) -> Result<(), String> {
-        self.0.launch().map_err(|e| format!("CUDA graph launch: {e:?}"))
+        let launched = self.stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: `exec` is a live instantiation and the stream belongs to the context just bound.
+            unsafe { result::graph::launch(self.exec, self.stream.cu_stream()) }
+        });
+        launched.map_err(|e| format!("CUDA graph launch: {e:?}"))
+    }
+
+    /// Kernel-to-kernel edges that let the later kernel start its blocks before the earlier one ends.
+    pub fn programmatic_edges(&self) -> usize {
+        self.programmatic
     }
 }
 
-/// Ends a capture left open by a panic, so the stream runs eagerly again.
-struct Open<'a>(&'a Gpu, bool);
+impl Drop for Graph {
+    fn drop(&mut self) {
+        let ctx = self.stream.context();
+        // SAFETY: both handles were created by `capture` and are destroyed once, here.
+        unsafe {
+            ctx.record_err(result::graph::exec_destroy(self.exec));
+            ctx.record_err(result::graph::destroy(self.graph));
+        }
+    }
+}
+
+/// Whether captured graphs chain their kernels programmatically: sm_90 and newer, unless `TENSORFOLD_PDL=0`.
+pub fn programmatic(arch: u32) -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    arch >= 90 && !*OFF.get_or_init(|| std::env::var("TENSORFOLD_PDL").is_ok_and(|v| v == "0"))
+}
+
+/// Chaining in captures so far in this process: programmatic edges recorded, chained captures that failed, and the first reasons.
+static CHAINING: Mutex<(u64, u64, Vec<String>)> = Mutex::new((0, 0, Vec::new()));
+
+/// Programmatic edges captured so far, captures that failed while chained, and up to four distinct reasons.
+pub fn chaining() -> (u64, u64, Vec<String>) {
+    CHAINING.lock().expect("chaining record poisoned").clone()
+}
+
+/// The programmatic edges of `graph`.
+///
+/// # Safety
+/// `graph` must be a live graph.
+unsafe fn programmatic_edges(graph: sys::CUgraph) -> Result<usize, DriverError> {
+    use std::ptr::null_mut;
+    let mut n = 0usize;
+    // SAFETY: with null arrays the call only counts the edges.
+    unsafe { sys::cuGraphGetEdges_v2(graph, null_mut(), null_mut(), null_mut(), &mut n) }.result()?;
+    let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (vec![null_mut(); n], vec![null_mut(); n]);
+    // SAFETY: zeroed edge data is the plain annotation.
+    let mut data: Vec<sys::CUgraphEdgeData> = vec![unsafe { std::mem::zeroed() }; n];
+    // SAFETY: each array holds `n` entries, the count the driver just gave.
+    unsafe { sys::cuGraphGetEdges_v2(graph, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut n) }
+        .result()?;
+    let chained = sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8;
+    Ok(data[..n].iter().filter(|d| d.type_ == chained).count())
+}
+
+/// Ends a capture left open by a panic, so the stream runs eagerly again; marks the stream as no longer capturing.
+struct Open<'a>(&'a Gpu, bool, bool);
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
         if self.1 {
             let flags = CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
             drop(self.0.stream.end_capture(flags));
+            if self.2 {
+                self.0.unchain_captures("a launch failed while recording".into());
+            }
         }
+        self.0.capturing.store(false, Ordering::Relaxed);
     }
 }
 
@@ -70,21 +134,81 @@ pub fn holds_turn() -> bool {
 }
 
 impl Gpu {
+    /// Whether a kernel launched now chains programmatically to the one before it.
+    pub(crate) fn chains(&self) -> bool {
+        programmatic(self.arch)
+            && (!self.capturing.load(Ordering::Relaxed) || self.chain_captures.load(Ordering::Relaxed))
+    }
+
+    /// Whether captures record programmatic chains (until one fails with them).
+    pub fn chains_captures(&self) -> bool {
+        programmatic(self.arch) && self.chain_captures.load(Ordering::Relaxed)
+    }
+
+    /// Records plain edges in later captures, because a chained one failed for `why`.
+    fn unchain_captures(&self, why: String) {
+        self.chain_captures.store(false, Ordering::Relaxed);
+        let mut c = CHAINING.lock().expect("chaining record poisoned");
+        c.1 += 1;
+        if c.2.len() < 4 && !c.2.contains(&why) {
+            c.2.push(why);
+        }
+    }
+
     /// Records, without running, the work `f` queues on the stream; `f` must queue no host copies or waits.
     pub fn capture<R>(&self, f: impl FnOnce() -> R) -> Result<(Graph, R), String> {
         let _turn = turn();
+        let chained = self.chains_captures();
         let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         self.stream
             .begin_capture(mode)
             .map_err(|e| format!("CUDA capture start: {e:?}"))?;
-        let mut open = Open(self, true);
+        self.capturing.store(true, Ordering::Relaxed);
+        let mut open = Open(self, true, chained);
         let r = f();
         open.1 = false;
-        let flags = CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-        match self.stream.end_capture(flags) {
-            Ok(Some(g)) => Ok((Graph(g), r)),
+        let built = (|| {
+            self.ctx.bind_to_thread()?;
+            // SAFETY: this thread began the capture on this stream above.
+            let graph = unsafe { result::stream::end_capture(self.stream.cu_stream()) }?;
+            if graph.is_null() {
+                return Ok(None);
+            }
+            let flags = CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+            // SAFETY: `graph` is the live graph the capture returned; it is destroyed here if it cannot be instantiated.
+            let made = unsafe { programmatic_edges(graph) }
+                .and_then(|edges| Ok((unsafe { result::graph::instantiate(graph, flags) }?, edges)));
+            match made {
+                Ok((exec, programmatic)) => Ok(Some((graph, exec, programmatic))),
+                Err(e) => {
+                    // SAFETY: the graph is dropped here and nowhere else.
+                    self.ctx.record_err(unsafe { result::graph::destroy(graph) });
+                    Err(e)
+                }
+            }
+        })();
+        match built {
+            Ok(Some((graph, exec, programmatic))) => {
+                CHAINING.lock().expect("chaining record poisoned").0 += programmatic as u64;
+                let stream = self.stream.clone();
+                Ok((
+                    Graph {
+                        graph,
+                        exec,
+                        stream,
+                        programmatic,
+                    },
+                    r,
+                ))
+            }
             Ok(None) => Err("CUDA capture recorded no work".into()),
-            Err(e) => Err(format!("CUDA capture: {e:?}")),
+            Err(e) => {
+                let why = format!("CUDA capture: {e:?}");
+                if chained {
+                    self.unchain_captures(why.clone());
+                }
+                Err(why)
+            }
         }
     }
 }

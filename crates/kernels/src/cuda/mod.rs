@@ -5,6 +5,7 @@ mod compile;
 mod device;
 pub mod dynamic;
 mod graph;
+mod launch;
 mod libs;
 mod ranks;
 mod resident;
@@ -15,10 +16,11 @@ pub mod nccl;
 pub use libs::nccl as nccl_available;
 pub mod limits;
 
-pub use args::{In, Out, PushIn, Staged, StagedOut};
+pub use args::{In, Out, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source, target};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
-pub use graph::{Graph, Turn, holds_turn, turn};
+pub use graph::{Graph, Turn, chaining, holds_turn, programmatic, turn};
+pub use launch::{KernelArg, Launch};
 pub use resident::Resident;
 
 use std::fmt;

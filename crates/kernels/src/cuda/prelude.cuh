@@ -111,3 +111,23 @@ __device__ __forceinline__ float tf_exp_cpu(float x) {
     float pa = p * __int_as_float((a + 127) << 23);
     return b == 0 ? pa : pa * __int_as_float(min(max(b + 127, 1), 254) << 23);
 }
+
+// Lets the next kernel on the stream start its blocks now (programmatic launch, sm_90+); a no-op elsewhere.
+__device__ __forceinline__ void tf_grid_open() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Waits until the kernels this one depends on have finished and their writes are visible; nothing before it may touch their data.
+__device__ __forceinline__ void tf_grid_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// An entry's first statement: open the next kernel's launch, then wait for this one's inputs.
+__device__ __forceinline__ void tf_grid_begin() {
+    tf_grid_open();
+    tf_grid_wait();
+}

@@ -1,9 +1,7 @@
 //! CUDA `dequant_gemm`: exact FP8-block or MXFP4 weight decode into 64x64 tiles on CUDA cores, one launch per output group.
 
-use cudarc::driver::PushKernelArg;
-
 use super::WeightFormat;
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -56,7 +54,7 @@ pub fn dequant_gemm_cuda<'a>(
     let tiles = per_group.div_ceil(64) * rows.div_ceil(64);
     for g in 0..gs {
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd)
             .input(&wd)
             .input(&sd)
@@ -97,7 +95,7 @@ fn rows_entry(
         let (m, pg, kk, gs, ys) = (rows as i32, per_group as i32, k as i32, groups as i32, n as i32);
         let fp4 = (format == WeightFormat::Mxfp4) as i32;
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&wd).input(&sd).arg(&mut yv);
         b.arg(&m).arg(&pg).arg(&kk).arg(&gs).arg(&ys).arg(&fp4);
         let blocks = n.div_ceil(launch.block as usize / 32);

@@ -37,6 +37,7 @@ __device__ __forceinline__ float tf_weight(const u8* w, const u8* scales, int fp
 // Group g: activations x[r, g] (row stride groups * k), weight rows col0 .. col0 + n, output columns col0 .. of y (row stride y_stride).
 extern "C" __global__ void __launch_bounds__(256) dequant_gemm(const float* x, const u8* w, const u8* scales, float* y, int m, int n,
                                                               int k, int groups, int g, int y_stride, int fp4) {
+    tf_grid_begin();
     __shared__ float xs[TM][TK + 1];
     __shared__ float ws[TN][TK + 1];
     int col0 = g * n;
@@ -198,6 +199,7 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
 // Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
 extern "C" __global__ void __launch_bounds__(256, 4) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
+    tf_grid_begin();
     if (!fp4 && k % TK == 0 && k <= XS_MAX_K && n % (blockDim.x / 32) == 0 && (((size_t)x | (size_t)w) & 15) == 0) {
         tf_dequant_rows_fp8(x, w, scales, y, m, n, k, groups, y_stride);
         return;

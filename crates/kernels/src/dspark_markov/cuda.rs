@@ -1,7 +1,5 @@
 //! CUDA `dspark_markov`: one block per draft row, the Markov embedding in shared memory, one warp per vocab entry.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -42,7 +40,7 @@ pub fn dspark_markov_cuda(
     {
         let mut yv = y.view();
         let (r, v, k) = (prev.len() as i32, vocab as i32, rank as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&ed).arg(&hd).arg(&pd).arg(&mut yv).arg(&r).arg(&v).arg(&k);
         // SAFETY: the arguments match the kernel's signature; logits hold `rows * vocab` values, both tables `vocab * rank` bf16.
         cuda::launched("dspark_markov", unsafe { b.launch(launch.config(prev.len())) })?;

@@ -3,6 +3,7 @@
 
 extern "C" __global__ void dspark_markov(const u8* embed, const u8* head, const i32* prev, float* logits, int rows, int vocab,
                                          int rank) {
+    tf_grid_begin();
     __shared__ float e[MAX_RANK];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -1,8 +1,6 @@
 //! CUDA `embedding`: one block per token row, the id broadcast through shared memory; an id outside the vocab gives NaN.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -37,7 +35,7 @@ pub fn embedding_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, d, v) = (rows as i32, dim as i32, vocab as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&td).input(&idd).arg(&mut yv).arg(&r).arg(&d).arg(&v);
         // SAFETY: the arguments match the kernel's signature; ids outside the vocab are never dereferenced.
         cuda::launched("embedding", unsafe { b.launch(launch.config(rows)) })?;

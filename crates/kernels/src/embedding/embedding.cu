@@ -1,5 +1,6 @@
 // embedding: one block per token row (rows past the grid loop), the token id broadcast through shared memory.
 extern "C" __global__ void embedding(const u8* table, const i32* ids, float* y, int rows, int dim, int vocab) {
+    tf_grid_begin();
     __shared__ int id;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         if (threadIdx.x == 0) {

@@ -1,7 +1,5 @@
 //! CUDA `engram_gate`: one block per token row, per stream f64 sums in 256 fixed lanes and the gate in shared memory, then one FMA per value.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -50,7 +48,7 @@ pub fn engram_gate_cuda(
     {
         let mut yv = y.view();
         let (r, h, d, e) = (rows as i32, hc as i32, dim as i32, eps as f64);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&xd)
             .arg(&kd)
             .arg(&vd)

@@ -5,6 +5,7 @@
 
 extern "C" __global__ void engram_gate(const float* x, const float* keys, const float* v, const float* q_weight,
                                        const float* k_weight, float* out, int rows, int hc, int dim, double eps) {
+    tf_grid_begin();
     __shared__ double lanes[3][LANES];
     __shared__ float gates[MAX_HC];
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -1,7 +1,5 @@
 //! CUDA `engram_hash`: one block per token row, the row's n-gram xor chain in shared memory, one thread per hash head.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -53,7 +51,7 @@ pub fn engram_hash_cuda(
     {
         let mut yv = y.view();
         let (r, n, h) = (rows as i32, max_ngram as i32, n_heads as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&td)
             .arg(&md)
             .arg(&pd)

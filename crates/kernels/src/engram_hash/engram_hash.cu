@@ -3,6 +3,7 @@
 
 extern "C" __global__ void engram_hash(const i32* tokens, const u64* mults, const i32* primes, const u64* offsets, i32* out,
                                        int rows, int max_ngram, int n_heads) {
+    tf_grid_begin();
     __shared__ u64 mix[MAX_NGRAM];
     int heads = (max_ngram - 1) * n_heads;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -1,7 +1,5 @@
 //! CUDA `engram_lookup`: one block per token row, the row's table ids through shared memory, every value widened exactly.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -45,7 +43,7 @@ pub fn engram_lookup_cuda(
     {
         let mut yv = y.view();
         let (r, h, d, t) = (rows as i32, heads as i32, dim as i32, (table.len() / dim) as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&td)
             .arg(&sd)
             .arg(&idd)

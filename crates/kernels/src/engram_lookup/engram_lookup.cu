@@ -4,6 +4,7 @@
 
 extern "C" __global__ void engram_lookup(const u8* table, const u8* scales, const i32* ids, float* out, int rows, int heads,
                                          int dim, int table_rows) {
+    tf_grid_begin();
     __shared__ int row_ids[MAX_HEADS];
     int blocks = dim / SCALE_BLOCK;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -1,8 +1,6 @@
 //! CUDA `fp4_round_trip`: one block per row, the row staged in shared memory, one warp per quant block, the FP4 round trip.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The longest row the kernel's shared-memory amax array covers.
@@ -42,7 +40,7 @@ pub fn fp4_round_trip_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, l) = (rows as i32, row_len as i32);
-        let mut lb = gpu.stream.launch_builder(&f);
+        let mut lb = gpu.launch_builder(&f);
         lb.input(&xd).arg(&mut yv).arg(&r).arg(&l);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `rows * row_len` values.
         cuda::launched("fp4_round_trip", unsafe { lb.launch(launch.config(rows)) })?;

@@ -3,6 +3,7 @@
 #define FP4_BLOCK 32
 
 extern "C" __global__ void fp4_round_trip(const float* x, float* y, int rows, int row_len) {
+    tf_grid_begin();
     __shared__ float xs[MAX_ROW];
     int block = FP4_BLOCK;
 #ifdef TF_FAULT_block_plus_one

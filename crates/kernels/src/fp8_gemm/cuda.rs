@@ -1,8 +1,6 @@
 //! CUDA `fp8_gemm`: activations act_quant'ed per row, then 128- or 64-row by 128-column tensor-core tiles with K in fixed 128-blocks.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The longest activation row the GEMMs take.
@@ -90,7 +88,7 @@ pub fn fp8_gemm_cuda<'a>(
     let mut y = gpu.stage_out(out)?;
     let (mm, nn, kk) = (m as i32, n as i32, k as i32);
     {
-        let mut b = gpu.stream.launch_builder(&quant);
+        let mut b = gpu.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
         // SAFETY: the arguments match the kernel's signature; q holds `m` f16 rows of `k` rounded up to 8 and qs `m * ceil(k / 128)` values.
         cuda::launched("fp8_gemm_quant", unsafe {
@@ -109,7 +107,7 @@ pub fn fp8_gemm_cuda<'a>(
         } else {
             (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
         };
-        let mut b = gpu.stream.launch_builder(f);
+        let mut b = gpu.launch_builder(f);
         b.arg(&q)
             .arg(&qs)
             .input(&wd)

@@ -27,28 +27,33 @@ __device__ __forceinline__ void tf_fp8_tiles(const u16* q, int q_stride, const f
 }
 
 extern "C" __global__ void fp8_gemm_quant(const float* x, u16* q, float* q_scale, int rows, int k) {
+    tf_grid_begin();
     tf_fp8_quant_rows(x, q, q_scale, rows, k);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1) fp8_gemm(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                           float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_fp8_tiles(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
 // Up to 16 rows (decode): the same bits as fp8_gemm, with narrow tiles so more blocks stream the weights.
 extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_rows_m<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
 // Up to 8 rows (decode): fp8_gemm_rows' shared-ring path alone, three blocks an SM.
 extern "C" __global__ void __launch_bounds__(256, 3) fp8_gemm_rows8(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                 float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_rows_8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
 // Up to 8 rows (decode) with long K: fp8_gemm_rows' register-prefetch path alone, two blocks an SM.
 extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows_long(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                     float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_rows_reg8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

@@ -1,7 +1,5 @@
 //! CUDA `grouped_proj`: fp8_gemm's quantiser and tiles (the same source), one launch per output group.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -53,7 +51,7 @@ pub fn grouped_proj_cuda(
     let mut y = gpu.output(out)?;
     let (rg, k) = ((rows * groups) as i32, group_dim as i32);
     {
-        let mut b = gpu.stream.launch_builder(&quant);
+        let mut b = gpu.launch_builder(&quant);
         b.arg(&od).arg(&mut q).arg(&mut qs).arg(&rg).arg(&k);
         // SAFETY: the arguments match the kernel's signature; q holds `rows * groups` f16 rows of `group_dim` rounded up to 8 and qs their scales.
         cuda::launched("grouped_proj_quant", unsafe {
@@ -64,7 +62,7 @@ pub fn grouped_proj_cuda(
     let tiles = o_lora.div_ceil(128) * rows.div_ceil(64);
     for g in 0..gs {
         let mut yv = y.view();
-        let mut b = gpu.stream.launch_builder(&gemm);
+        let mut b = gpu.launch_builder(&gemm);
         b.arg(&q)
             .arg(&qs)
             .arg(&wd)

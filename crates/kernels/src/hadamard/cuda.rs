@@ -1,8 +1,6 @@
 //! CUDA `hadamard`: one block per segment, butterflies in shared memory with a barrier between stages.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The largest segment the kernel's shared-memory stage holds.
@@ -45,7 +43,7 @@ pub fn hadamard_cuda<'a>(
     {
         let mut yv = y.view();
         let (g, nn) = (segments as i32, n as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).arg(&mut yv).arg(&g).arg(&nn).arg(&scale);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `segments * n` values.
         cuda::launched("hadamard", unsafe { b.launch(launch.config(segments)) })?;

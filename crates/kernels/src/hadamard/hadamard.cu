@@ -2,6 +2,7 @@
 #define MAX_N 4096
 
 extern "C" __global__ void hadamard(const float* x, float* y, int segments, int n, float scale) {
+    tf_grid_begin();
     __shared__ float s[MAX_N];
     for (int g = blockIdx.x; g < segments; g += gridDim.x) {
 #ifdef TF_FAULT_skip_last_segment

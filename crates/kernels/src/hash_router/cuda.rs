@@ -1,8 +1,6 @@
 //! CUDA `hash_router`: one thread per (row, slot), experts from the token's table row, weights summed in slot order.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -51,7 +49,7 @@ pub fn hash_router_cuda<'a>(
     {
         let (mut iv, mut wv) = (id.view(), wd.view());
         let (r, e, kk, v) = (rows as i32, num_experts as i32, k as i32, vocab as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&ld).input(&td).input(&ed).arg(&mut iv).arg(&mut wv);
         b.arg(&r).arg(&e).arg(&kk).arg(&v).arg(&routed_scaling_factor);
         let groups = rows.div_ceil(launch.block as usize / k);

@@ -3,6 +3,7 @@
 
 extern "C" __global__ void hash_router(const float* logits, const i32* token_ids, const i32* tid2eid, i32* idx, float* weights,
                                        int rows, int experts, int k, int vocab, float scale) {
+    tf_grid_begin();
     __shared__ float w[MAX_BLOCK];
     __shared__ float sums[MAX_BLOCK];
     int rows_per_block = blockDim.x / k;

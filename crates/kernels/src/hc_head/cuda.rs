@@ -1,8 +1,6 @@
 //! CUDA `hc_head`: one block per (row, slice of 512 outputs), the mixing dots in 256 fixed lanes apiece, sigmoid weights, an FMA chain over the streams.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -54,7 +52,7 @@ pub fn hc_head_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&fd).input(&bd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         b.arg(&scale).arg(&norm_eps).arg(&hc_eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, hc_fn `hc * hc * dim`, out `rows * dim`.

@@ -5,6 +5,7 @@
 
 extern "C" __global__ void hc_head(const float* x, const float* hc_fn, const float* base, float* out, int rows, int hc, int dim,
                                    float scale, float norm_eps, float hc_eps) {
+    tf_grid_begin();
     __shared__ float lanes[(MAX_HC + 1) * LANES];
     __shared__ float sums[MAX_HC + 1];
     __shared__ float pre[MAX_HC];

@@ -1,8 +1,6 @@
 //! CUDA `hc_mix`: one block per row and mixing logit, the dot and the sum of squares side by side in 256 fixed lanes each, then times rsqrt(mean(x^2) + eps).
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -40,7 +38,7 @@ pub fn hc_mix_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, d, m) = (rows as i32, hc_dim as i32, mix as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
         cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows * mix)) })?;

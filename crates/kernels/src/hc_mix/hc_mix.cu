@@ -2,6 +2,7 @@
 #define LANES 256
 
 extern "C" __global__ void hc_mix(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
+    tf_grid_begin();
     __shared__ float lanes[2 * LANES];
     __shared__ float sums[2];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;

@@ -1,8 +1,6 @@
 //! CUDA `hc_post`: one block per (row, slice of 256 outputs), comb and post in shared memory, an FMA chain per value in the CPU's term order.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -52,7 +50,7 @@ pub fn hc_post_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
-        let mut b = gpu.stream.launch_builder(&func);
+        let mut b = gpu.launch_builder(&func);
         b.input(&fd)
             .input(&xd)
             .input(&pd)

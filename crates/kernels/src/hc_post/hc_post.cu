@@ -4,6 +4,7 @@
 
 extern "C" __global__ void hc_post(const float* f, const float* x, const float* post, const float* comb, float* out, int rows, int hc,
                                    int dim) {
+    tf_grid_begin();
     __shared__ float c[MAX_HC * MAX_HC];
     __shared__ float p[MAX_HC];
     int slices = (hc * dim + SLICE - 1) / SLICE;

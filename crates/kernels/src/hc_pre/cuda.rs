@@ -1,8 +1,6 @@
 //! CUDA `hc_pre`: one block per (row, slice of 256 values), pre weights in shared memory, an FMA chain over the streams per value.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most residual streams the kernel's shared-memory weights hold.
@@ -47,7 +45,7 @@ pub fn hc_pre_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, h, d) = (rows as i32, hc as i32, dim as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&pd).arg(&mut yv).arg(&r).arg(&h).arg(&d);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc * dim`, pre `rows * hc`, out `rows * dim`.
         cuda::launched("hc_pre", unsafe { b.launch(launch.config(rows * dim.div_ceil(SLICE))) })?;

@@ -3,6 +3,7 @@
 #define SLICE 256
 
 extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
+    tf_grid_begin();
     __shared__ float p[MAX_HC];
     int used = hc;
 #ifdef TF_FAULT_drop_last_stream

@@ -1,8 +1,6 @@
 //! CUDA `hc_split_sinkhorn`: one block per row, one warp per comb row then per column in each Sinkhorn pass.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -52,7 +50,7 @@ pub fn hc_split_sinkhorn_cuda<'a>(
     {
         let (mut pv, mut qv, mut cv) = (pd.view(), qd.view(), cd.view());
         let (r, h, it) = (rows as i32, hc as i32, iters as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&md)
             .input(&sd)
             .input(&bd)

@@ -46,6 +46,7 @@ __device__ __forceinline__ void tf_sinkhorn_small(const float* m, const float* s
 
 extern "C" __global__ void hc_split_sinkhorn(const float* mix, const float* scale, const float* base, float* pre, float* post,
                                              float* comb, int rows, int hc, int iters, float eps) {
+    tf_grid_begin();
     __shared__ float c[MAX_HC * MAX_HC];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int width = (2 + hc) * hc;

@@ -1,8 +1,6 @@
 //! CUDA `head_rms_norm`: one block per head, the sum of squares in 256 fixed lanes.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -37,7 +35,7 @@ pub fn head_rms_norm_cuda<'a>(
     {
         let mut yv = y.view();
         let (n, d) = (num_heads as i32, head_dim as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&qd).arg(&mut yv).arg(&n).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `num_heads * head_dim` values.
         cuda::launched("head_rms_norm", unsafe { b.launch(launch.config(num_heads)) })?;

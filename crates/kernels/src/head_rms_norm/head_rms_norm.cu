@@ -2,6 +2,7 @@
 #define LANES 256
 
 extern "C" __global__ void head_rms_norm(const float* q, float* y, int num_heads, int head_dim, float eps) {
+    tf_grid_begin();
     __shared__ float lanes[LANES];
     __shared__ float scale;
     for (int h = blockIdx.x; h < num_heads; h += gridDim.x) {

@@ -1,9 +1,7 @@
 //! CUDA `index_scores`: one block per (query row, key column), one half-warp per head's dot with the CPU's 16 dot lanes (the CPU's bits).
 
-use cudarc::driver::PushKernelArg;
-
 use super::IndexShape;
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most heads whose dots the kernel's shared memory holds (V4-Flash: 64).
@@ -65,7 +63,7 @@ pub fn index_scores_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, h, d, c) = (rows as i32, heads as i32, hd as i32, cols as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&qd)
             .input(&wd)
             .input(&rd)

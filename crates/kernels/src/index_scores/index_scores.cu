@@ -11,6 +11,7 @@ __device__ __forceinline__ float index_scores_dot(const float* q, const float* k
 
 extern "C" __global__ void index_scores(const float* q, const float* w, const int* key_range, const float* keys, float* out,
                                         int rows, int heads, int hd, int cols, float weight_scale) {
+    tf_grid_begin();
     __shared__ float dots[MAX_HEADS];
     __shared__ float weights[MAX_HEADS];
     int lane = threadIdx.x & 15, group = threadIdx.x >> 4, groups = blockDim.x >> 4;

@@ -1,9 +1,7 @@
 //! CUDA `index_topk`: one block per row, a radix select of the k-th largest score, then the kept indices in index order (exact).
 
-use cudarc::driver::PushKernelArg;
-
 use super::cpu::Place;
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -73,7 +71,7 @@ pub fn index_topk_placed_cuda<'a>(
         let mut yv = y.view();
         let (r, c, k) = (rows as i32, cols as i32, top_k as i32);
         let (stride, col, null) = (place.stride as i32, place.col as i32, 0u64);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&sd)
             .input(&vd)
             .arg(&mut yv)

@@ -24,6 +24,7 @@ __device__ __forceinline__ int index_topk_scan(bool flag, int* warps, int* total
 // Row r's picks land at out[r * stride + col ...], each plus offsets[r] when offsets is not null (-1 padding stays -1).
 extern "C" __global__ void index_topk(const float* scores, const int* num_visible, int* out, int rows, int cols, int top_k,
                                       int stride, int col, const int* offsets) {
+    tf_grid_begin();
     __shared__ int hist[256];
     __shared__ int warps[32];
     __shared__ u32 prefix_s;

@@ -1,8 +1,6 @@
 //! CUDA `moe_join`: one block per row and 32-column tile, the tile of every slot staged in shared memory, summed in slot order.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most expert slots one row may join (the kernel's shared-memory stage).
@@ -44,7 +42,7 @@ pub fn moe_join_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, kk, d) = (rows as i32, k as i32, dim as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&rd).input(&sd).arg(&mut yv).arg(&r).arg(&kk).arg(&d);
         // SAFETY: the arguments match the kernel's signature; routed holds `rows * k * dim` values, shared and out `rows * dim`.
         cuda::launched("moe_join", unsafe { b.launch(launch.config(rows * dim.div_ceil(32))) })?;

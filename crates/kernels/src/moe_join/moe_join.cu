@@ -3,6 +3,7 @@
 #define TILE 32
 
 extern "C" __global__ void moe_join(const float* routed, const float* shared_rows, float* y, int rows, int k, int dim) {
+    tf_grid_begin();
     __shared__ float stage[MAX_SLOTS][TILE];
     int slots = k;
 #ifdef TF_FAULT_drop_last_slot

@@ -1,8 +1,8 @@
 //! CUDA `mxfp4_gemm`: activations act_quant'ed per row (fp8_gemm's quantiser), then 128- or 64-row by 128-column tensor-core tiles with K in fixed 32-blocks.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, PushIn, Staged};
+use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, Staged};
 use crate::faults::Faults;
 use crate::fp8_gemm::{DECODE_ROWS, MAX_K, SMALL_ROWS, rows_blocks};
 
@@ -69,7 +69,7 @@ fn quantise(
     let rows = x.view().len() / k;
     let (mut q, mut scales) = gpu.quant_scratch(rows, k)?;
     let (mm, kk) = (rows as i32, k as i32);
-    let mut b = gpu.stream.launch_builder(&quant);
+    let mut b = gpu.launch_builder(&quant);
     b.input(x).arg(&mut q).arg(&mut scales).arg(&mm).arg(&kk);
     // SAFETY: the arguments match the kernel's signature; q holds `rows` f16 rows of `k` rounded up to 8 and scales `rows * ceil(k / 128)` values.
     cuda::launched("mxfp4_gemm_quant", unsafe {
@@ -108,7 +108,7 @@ pub fn mxfp4_gemm_cuda<'a>(
         };
         let f = gpu.function(&KERNEL, entry, faults)?;
         let (mm, nn, kk) = (m as i32, n as i32, k as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&qd.q)
             .arg(&qd.scales)
             .input(&wd)
@@ -173,7 +173,7 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         let (first, rest) = ys.split_at_mut(1);
         let mut y0 = first[0].view();
         let mut y1 = rest.first_mut().map(|y| y.view());
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&qd.q)
             .arg(&qd.scales)
             .arg(t0)

@@ -1,21 +1,25 @@
 // mxfp4_gemm: y = act_quant(x) . W^T with MXFP4 weights (e2m1 [n, k/2], low nibble first; e8m0 [n, k/32]) on tensor cores; K in fixed 32-blocks (two MMAs, then one scaled add), so a row's bits never depend on M or the tile.
 extern "C" __global__ void mxfp4_gemm_quant(const float* x, u16* q, float* q_scale, int rows, int k) {
+    tf_grid_begin();
     tf_fp8_quant_rows(x, q, q_scale, rows, k);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1) mxfp4_gemm(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                             float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_pipe<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
 // Up to 16 rows (decode): the same bits as mxfp4_gemm, with narrow tiles so more blocks stream the weights.
 extern "C" __global__ void __launch_bounds__(256, 2) mxfp4_gemm_rows(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                  float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_rows_m<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
 // Up to 8 rows (decode): mxfp4_gemm_rows' shared-ring path alone, three blocks an SM.
 extern "C" __global__ void __launch_bounds__(256, 3) mxfp4_gemm_rows8(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                   float* y, int m, int n, int k) {
+    tf_grid_begin();
     tf_mma_rows_8<MMA_FP4>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

@@ -170,6 +170,7 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
 extern "C" __global__ void __launch_bounds__(256) mxfp4_gemm_slots(const u16* q, const float* q_scale, const u64* table0, const u64* table1,
                                                                                 const int* idx, int per_row, float* y0, float* y1, int n, int k,
                                                                                 int experts) {
+    tf_grid_begin();
     __shared__ TfSlotsSmem sm;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int s = blockIdx.y, e = idx[s], row = s / per_row, first = blockIdx.x * SLOTS_WARPS + warp, step = gridDim.x * SLOTS_WARPS;

@@ -1,7 +1,5 @@
 //! CUDA `nvfp4_round_trip`: one block per row, the e4m3 block scales in shared memory, every rounding decided in f64 as on the CPU.
 
-use cudarc::driver::PushKernelArg;
-
 use crate::cuda::{self, CudaKernel, CudaLaunch};
 use crate::faults::Faults;
 
@@ -40,7 +38,7 @@ pub fn nvfp4_round_trip_cuda(
     {
         let mut yv = y.view();
         let (r, l) = (rows as i32, row_len as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.arg(&xd).arg(&mut yv).arg(&r).arg(&l);
         // SAFETY: the arguments match the kernel's signature; both buffers hold `rows * row_len` values.
         cuda::launched("nvfp4_round_trip", unsafe { b.launch(launch.config(rows)) })?;

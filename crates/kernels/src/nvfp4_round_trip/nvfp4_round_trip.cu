@@ -13,6 +13,7 @@ __device__ __forceinline__ double nv_round_grid(double v, int mant_bits, int min
 }
 
 extern "C" __global__ void nvfp4_round_trip(const float* x, float* y, int rows, int row_len) {
+    tf_grid_begin();
     __shared__ double scale[MAX_ROW / NVFP4_BLOCK];
     int block = NVFP4_BLOCK;
 #ifdef TF_FAULT_block_32

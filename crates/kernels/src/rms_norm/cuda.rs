@@ -1,8 +1,6 @@
 //! CUDA `rms_norm`: one block per (row, slice of 256 values), each summing the row's squares of squares in 256 fixed lanes.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// Values of a row one block writes (the kernel's `SLICE`).
@@ -42,7 +40,7 @@ pub fn rms_norm_cuda<'a>(
     {
         let mut yv = y.view();
         let (r, d) = (rows as i32, dim as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&wd).arg(&mut yv).arg(&r).arg(&d).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; every buffer holds what `rows` and `dim` index.
         cuda::launched("rms_norm", unsafe {

@@ -3,6 +3,7 @@
 #define SLICE 256
 
 extern "C" __global__ void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, float eps) {
+    tf_grid_begin();
     __shared__ float lanes[LANES];
     __shared__ float scale;
     int slices = (dim + SLICE - 1) / SLICE;

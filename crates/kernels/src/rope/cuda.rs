@@ -1,8 +1,6 @@
 //! CUDA `rope`: one block per (row, head), cos/sin from the exact f64 angle in shared memory, one FMA rotation per value.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most frequency pairs the kernel's shared-memory table holds.
@@ -63,7 +61,7 @@ pub fn rope_cuda<'a>(
             pairs as i32,
             inverse as i32,
         );
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&xd)
             .input(&pd)
             .input(&fd)

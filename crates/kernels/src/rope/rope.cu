@@ -3,6 +3,7 @@
 
 extern "C" __global__ void rope(const float* x, const i32* positions, const float* inv_freq, float* y, int rows, int row_len,
                                 int head_dim, int pairs, int inverse) {
+    tf_grid_begin();
     __shared__ float cs[MAX_PAIRS];
     __shared__ float sn[MAX_PAIRS];
     int rope_dim = 2 * pairs, heads = row_len / head_dim;

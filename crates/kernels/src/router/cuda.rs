@@ -1,8 +1,6 @@
 //! CUDA `router`: one block per row, scores in shared memory, k rounds of a block argmax (the CPU's order and ties).
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 /// The most experts the kernel's shared-memory score array holds.
@@ -50,7 +48,7 @@ pub fn router_cuda<'a>(
     {
         let (mut iv, mut wv) = (id.view(), wd.view());
         let (r, e, kk) = (rows as i32, experts as i32, k as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&ld)
             .input(&bd)
             .arg(&mut iv)

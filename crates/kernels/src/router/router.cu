@@ -9,6 +9,7 @@ __device__ __forceinline__ bool tf_before(float va, int ia, float vb, int ib) { 
 
 extern "C" __global__ void router(const float* logits, const float* bias, i32* idx, float* weights, int rows, int experts, int k,
                                   float scale) {
+    tf_grid_begin();
     __shared__ float scores[MAX_EXPERTS];
     __shared__ float vals[MAX_EXPERTS];
     __shared__ float warp_val[MAX_WARPS];

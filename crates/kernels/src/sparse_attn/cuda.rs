@@ -1,9 +1,7 @@
 //! CUDA `sparse_attn`: one block per (row, head), the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits.
 
-use cudarc::driver::PushKernelArg;
-
 use super::AttnShape;
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -74,7 +72,7 @@ pub fn sparse_attn_cuda<'a>(
         let mut yv = y.view();
         let (r, h, d, n) = (rows as i32, heads as i32, hd as i32, num_idx as i32);
         let bf16 = shape.bf16_probs as i32;
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&qd)
             .input(&id)
             .input(&kd)

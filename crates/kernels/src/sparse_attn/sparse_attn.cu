@@ -13,6 +13,7 @@ __device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k,
 // `list` and `probs` are scratch of `num_idx` values per block: the row's present entries in list order and their probabilities.
 extern "C" __global__ void sparse_attn(const float* q, const int* idx, const float* kv, const float* sink, float* o, int* list,
                                        float* probs, int rows, int heads, int hd, int num_idx, float scale, int bf16_probs) {
+    tf_grid_begin();
     __shared__ int len_s;
     __shared__ float warp_max[32];
     __shared__ float m_s, den_s;

@@ -1,8 +1,6 @@
 //! CUDA `swiglu`: one block per row, the route weight broadcast through shared memory.
 
-use cudarc::driver::PushKernelArg;
-
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, PushIn};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
 pub static KERNEL: CudaKernel = CudaKernel {
@@ -41,7 +39,7 @@ pub fn swiglu_cuda<'a>(
     {
         let mut hv = h.view();
         let (r, n) = (rows as i32, inter as i32);
-        let mut b = gpu.stream.launch_builder(&f);
+        let mut b = gpu.launch_builder(&f);
         b.input(&gd)
             .input(&ud)
             .input(&wd)

@@ -1,6 +1,7 @@
 // swiglu: one block per (slice of blockDim values, row) (items past the grid loop), the route weight broadcast through shared memory.
 extern "C" __global__ void swiglu(const float* gate, const float* up, const float* route_weight, float* h, int rows,
                                   int inter, float limit) {
+    tf_grid_begin();
     __shared__ float w;
     int slices = (inter + blockDim.x - 1) / blockDim.x;
     for (int item = blockIdx.x; item < rows * slices; item += gridDim.x) {

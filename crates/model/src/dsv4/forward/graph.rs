@@ -41,6 +41,7 @@ pub(crate) struct Replays {
     shapes: Mutex<HashMap<(usize, Part, usize), Shape>>,
     on: AtomicBool,
     launches: AtomicU64,
+    programmatic: AtomicU64,
 }
 
 impl Default for Replays {
@@ -49,6 +50,7 @@ impl Default for Replays {
             shapes: Mutex::default(),
             on: AtomicBool::new(true),
             launches: AtomicU64::new(0),
+            programmatic: AtomicU64::new(0),
         }
     }
 }
@@ -62,6 +64,11 @@ impl CudaDevice {
     /// Graph launches so far (captures included).
     pub fn graph_launches(&self) -> u64 {
         self.replays.launches.load(Ordering::Relaxed)
+    }
+
+    /// Kernel-to-kernel edges chained programmatically over the graphs captured so far.
+    pub fn graph_programmatic_edges(&self) -> u64 {
+        self.replays.programmatic.load(Ordering::Relaxed)
     }
 }
 
@@ -96,10 +103,14 @@ fn replayed(pass: &Pass<'_>, part: Part, w: &Block, x: &Act, run: &dyn Fn(&Pass<
         Some(Shape::Eager) => return run(pass, x),
         Some(Shape::Seen(lens)) => {
             let lens = lens.clone();
+            let chained = c.gpu.chains_captures();
             match catch_unwind(AssertUnwindSafe(|| capture(pass, part, c.gpu, x, &lens, run))) {
                 Ok(Ok(g)) => {
+                    let edges = g.graph.programmatic_edges() as u64;
+                    c.replays.programmatic.fetch_add(edges, Ordering::Relaxed);
                     shapes.insert(key, Shape::Ready(Box::new(g)));
                 }
+                _ if chained && !c.gpu.chains_captures() => return run(pass, x),
                 failed => {
                     let why = match failed {
                         Ok(Err(why)) => why,
