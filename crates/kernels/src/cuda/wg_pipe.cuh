@@ -55,6 +55,9 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
     // This thread's raw chunk of a sub-stage: FP8 16 codes at bn * 32 + bc, FP4 8 bytes at bn * 16 + bc / 2.
     u32 raw_off = FMT == MMA_FP8 ? bn * 32 + bc : bn * 16 + bc / 2;
     u32 raw_dst = tf_smem_addr(&sm.raw[0][0][0]) + raw_off;
+    // FP8: descriptors of this warpgroup's rows of activation sub-stage 0 and columns of weight sub-stage 0 (every other sub-stage an offset on).
+    constexpr u32 B_SUB = MMA_BN * MMA_BK * 2;
+    u64 da0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]) + 64 * wg_row), db0 = tf_wg_desc(tf_smem_addr(&sm.bs[0][0][0]) + 64 * wg_col);
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
         float acc[NACC], part[NACC];
@@ -127,13 +130,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             }
             tf_cp_commit();
         };
-        // FP8: the weight scale of column n0 + tid at sub-stage u (threads below MMA_BN).
-        auto scale = [&](int u) {
-            if (u >= subs || tid >= MMA_BN) return 0.0f;
-            return tf_e8m0_to_f32(s_src[order(u) / 4]);
-        };
-        // Column scales of the next stage to convert, loaded a stage ahead: FP8 column n0 + tid's, FP4 the e8m0 codes of this thread's column n0 + bn (-1 past K or the matrix).
-        float scn[H];
+        // Scale codes of the next stage to convert, loaded a stage ahead and decoded at their use (-1 past K or the matrix): FP8 column n0 + tid's (threads below MMA_BN), FP4 this thread's column n0 + bn.
         int scode[H];
         const u8* c_src = w_scale + (size_t)min(gn, n - 1) * (k / 32);
         auto load_scales = [&](int s) {
@@ -141,14 +138,14 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             for (int j = 0; j < H; ++j) {
                 int u = s * H + j;
                 if constexpr (FMT == MMA_FP8)
-                    scn[j] = scale(u);
+                    scode[j] = u < subs && tid < MMA_BN ? s_src[order(u) / 4] : -1;
                 else
                     scode[j] = u < subs && gn < n ? c_src[order(u)] : -1;
             }
         };
         // FP4: whether every column this thread converted last had its scale folded into the weights (tf_e2m1x8_to_f16x2_by).
         bool folded = false;
-        // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scn, then refilled for stage s + 1).
+        // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scode, then refilled for stage s + 1).
         auto convert = [&](int s, int buf) {
 #pragma unroll
             for (int j = 0; j < H; ++j) {
@@ -159,7 +156,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     u32 wd[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                     for (int e = 0; e < 4; ++e) tf_rows_e4m3x4(wd[e], h + 2 * e);
-                    if (tid < MMA_BN) sm.ss[buf][j][tid] = scn[j];
+                    if (tid < MMA_BN) sm.ss[buf][j][tid] = scode[j] >= 0 ? tf_e8m0_to_f32((u8)scode[j]) : 0.0f;
                 } else {
                     // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
                     int c = scode[j];
@@ -178,14 +175,21 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         };
         // Sub-stage j of stage s's two k16 steps into part (afresh at a scale block's first), issued and committed.
         auto mmas = [&](int s, int j, bool fresh) {
-            u32 a_at = tf_smem_addr(&sm.as[s % WG_RING][j][0]) + 64 * wg_row, b_at = tf_smem_addr(&sm.bs[s % 2][j][0]) + 64 * wg_col;
-#pragma unroll
-            for (int step = 0; step < 2; ++step) {
-                int keep = !(fresh && step == 0);
+            auto wg = [&](u64 da, u64 db, int keep) {
                 if constexpr (BM == 128)
-                    tf_wgmma_n128(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                    tf_wgmma_n128(part, da, db, keep);
                 else
-                    tf_wgmma_n64(part, tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), keep);
+                    tf_wgmma_n64(part, da, db, keep);
+            };
+            if constexpr (FMT == MMA_FP8) {
+                // A descriptor's start field counts 16-byte units, so an offset within the ring adds to it directly.
+                u64 da = da0 + (u64)((s % WG_RING) * H + j) * (A_SUB / 16), db = db0 + (u64)((s % 2) * H + j) * (B_SUB / 16);
+#pragma unroll
+                for (int step = 0; step < 2; ++step) wg(da + 2 * step, db + 2 * step, !(fresh && step == 0));
+            } else {
+                u32 a_at = tf_smem_addr(&sm.as[s % WG_RING][j][0]) + 64 * wg_row, b_at = tf_smem_addr(&sm.bs[s % 2][j][0]) + 64 * wg_col;
+#pragma unroll
+                for (int step = 0; step < 2; ++step) wg(tf_wg_desc(a_at + 32 * step), tf_wg_desc(b_at + 32 * step), !(fresh && step == 0));
             }
         };
         // part's scaled add into acc with sub-stage j's column scales of buffer buf.
