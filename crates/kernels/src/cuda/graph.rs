@@ -50,7 +50,7 @@ impl Drop for Graph {
     }
 }
 
-/// Whether captured graphs chain their kernels programmatically: sm_90 and newer, unless `TENSORFOLD_PDL=0`.
+/// Whether launches chain programmatically: sm_90 and newer, unless `TENSORFOLD_PDL=0`.
 pub fn programmatic(arch: u32) -> bool {
     static OFF: OnceLock<bool> = OnceLock::new();
     arch >= 90 && !*OFF.get_or_init(|| std::env::var("TENSORFOLD_PDL").is_ok_and(|v| v == "0"))
@@ -64,10 +64,7 @@ pub fn chaining() -> (u64, u64, Vec<String>) {
     CHAINING.lock().expect("chaining record poisoned").clone()
 }
 
-/// The programmatic edges of `graph`.
-///
-/// # Safety
-/// `graph` must be a live graph.
+/// The programmatic edges of `graph`; safety: `graph` must be a live graph.
 unsafe fn programmatic_edges(graph: sys::CUgraph) -> Result<usize, DriverError> {
     use std::ptr::null_mut;
     let mut n = 0usize;
