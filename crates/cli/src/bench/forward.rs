@@ -128,7 +128,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let token_gbs = (layer_bytes * layers + head_bytes) / decode_s / 1e9;
     let refused = match &device {
         Device::Cuda(_) => tensorfold_kernels::cuda::chaining(),
-        Device::Cpu(_) => (0, 0, Vec::new()),
+        Device::Cpu(_) => (0, Vec::new()),
     };
     let report = json!({
         "device": DeviceSpec::describe(&device),
@@ -144,8 +144,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_readback_ms_per_token": (wait1 - wait0) * 1e3 / per_token,
         "decode_graph_launches_per_token": graphs / per_token,
         "graph_programmatic_edges": device.cuda().map_or(0, |c| c.graph_programmatic_edges()),
-        "graph_chained_captures_failed": refused.1,
-        "graph_chain_failures": refused.2,
+        "graph_chained_captures_failed": refused.0,
+        "graph_chain_failures": refused.1,
         "weight_mb_per_layer_token": layer_bytes / 1e6,
         "head_mb_per_token": head_bytes / 1e6,
         "decode_weight_gbs": token_gbs,

@@ -1,7 +1,7 @@
 //! Stream capture: the work a closure queues on the process stream, recorded once as a CUDA graph and replayed by one launch.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
 
 use cudarc::driver::result;
@@ -9,6 +9,7 @@ use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaStream, DriverError};
 
 use super::device::Gpu;
+use super::launch::programmatic;
 
 /// A recorded sequence of the stream's work; replaying it reads and writes the same device addresses as the capture did.
 pub struct Graph {
@@ -50,17 +51,11 @@ impl Drop for Graph {
     }
 }
 
-/// Whether launches chain programmatically: sm_90 and newer, unless `TENSORFOLD_PDL=0`.
-pub fn programmatic(arch: u32) -> bool {
-    static OFF: OnceLock<bool> = OnceLock::new();
-    arch >= 90 && !*OFF.get_or_init(|| std::env::var("TENSORFOLD_PDL").is_ok_and(|v| v == "0"))
-}
+/// Captures in this process that failed while chained, and up to four distinct reasons.
+static CHAINING: Mutex<(u64, Vec<String>)> = Mutex::new((0, Vec::new()));
 
-/// Chaining in captures so far in this process: programmatic edges recorded, chained captures that failed, and the first reasons.
-static CHAINING: Mutex<(u64, u64, Vec<String>)> = Mutex::new((0, 0, Vec::new()));
-
-/// Programmatic edges captured so far, captures that failed while chained, and up to four distinct reasons.
-pub fn chaining() -> (u64, u64, Vec<String>) {
+/// Captures that failed while chained so far, and up to four distinct reasons.
+pub fn chaining() -> (u64, Vec<String>) {
     CHAINING.lock().expect("chaining record poisoned").clone()
 }
 
@@ -146,9 +141,9 @@ impl Gpu {
     fn unchain_captures(&self, why: String) {
         self.chain_captures.store(false, Ordering::Relaxed);
         let mut c = CHAINING.lock().expect("chaining record poisoned");
-        c.1 += 1;
-        if c.2.len() < 4 && !c.2.contains(&why) {
-            c.2.push(why);
+        c.0 += 1;
+        if c.1.len() < 4 && !c.1.contains(&why) {
+            c.1.push(why);
         }
     }
 
@@ -186,7 +181,6 @@ impl Gpu {
         })();
         match built {
             Ok(Some((graph, exec, programmatic))) => {
-                CHAINING.lock().expect("chaining record poisoned").0 += programmatic as u64;
                 let stream = self.stream.clone();
                 Ok((
                     Graph {

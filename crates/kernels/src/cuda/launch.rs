@@ -1,6 +1,7 @@
 //! Kernel launches through `cuLaunchKernelEx`, programmatic on sm_90+: the next kernel's blocks may start while this one ends.
 
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 use cudarc::driver::sys::{self, CUlaunchAttributeID};
 use cudarc::driver::{
@@ -9,6 +10,12 @@ use cudarc::driver::{
 
 use super::args::Staged;
 use super::device::Gpu;
+
+/// Whether launches chain programmatically: sm_90 and newer, unless `TENSORFOLD_PDL=0`.
+pub fn programmatic(arch: u32) -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    arch >= 90 && !*OFF.get_or_init(|| std::env::var("TENSORFOLD_PDL").is_ok_and(|v| v == "0"))
+}
 
 /// One kernel launch being built: the function, its stream, and each argument's bytes (at most 8 each).
 pub struct Launch<'a> {

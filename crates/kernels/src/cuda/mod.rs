@@ -19,8 +19,8 @@ pub mod limits;
 pub use args::{In, Out, Staged, StagedOut};
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source, target};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
-pub use graph::{Graph, Turn, chaining, holds_turn, programmatic, turn};
-pub use launch::{KernelArg, Launch};
+pub use graph::{Graph, Turn, chaining, holds_turn, turn};
+pub use launch::{KernelArg, Launch, programmatic};
 pub use resident::Resident;
 
 use std::fmt;
