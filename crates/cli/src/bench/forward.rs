@@ -6,6 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::json;
+use tensorfold_kernels::cuda::{self, Mark};
 use tensorfold_model::dsv4::batch::{Batch, SeqSlot};
 use tensorfold_model::dsv4::cache::Dsv4Cache;
 use tensorfold_model::dsv4::forward::device::{Device, DeviceSpec};
@@ -30,6 +31,12 @@ pub struct ForwardArgs {
     /// Timed batch-1 decode steps after the prompt (two untimed steps first: the second records the graphs of repeated shapes).
     #[arg(long, default_value_t = 16)]
     decode_tokens: usize,
+    /// Untimed decode steps after the timed ones that record a host and GPU timeline of marks (CUDA only).
+    #[arg(long, default_value_t = 8)]
+    timeline_tokens: usize,
+    /// Add a timeline mark after every kernel launch (graph replays record none inside).
+    #[arg(long)]
+    timeline_kernels: bool,
     /// Launch every decode kernel on its own, without replaying repeated shapes as CUDA graphs.
     #[arg(long)]
     eager: bool,
@@ -75,6 +82,53 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
     Ok(())
 }
 
+/// The mean of each mark over `steps` decode steps from `pos` with a timeline recorded: `[label, host us, GPU us]` after the step's first mark.
+fn timeline(
+    model: &Dsv4Model,
+    cache: &mut Dsv4Cache,
+    device: &Device,
+    pos: usize,
+    steps: usize,
+    kernels: bool,
+) -> anyhow::Result<Vec<(String, f64, f64)>> {
+    let Some(c) = device.cuda().filter(|_| steps > 0) else {
+        return Ok(Vec::new());
+    };
+    let mut sum: Vec<Mark> = Vec::new();
+    for i in 0..steps {
+        cuda::record_marks(true, kernels);
+        let r = step(
+            model,
+            cache,
+            device,
+            pos + i,
+            &[(i * 17 % model.config.vocab_size) as u32],
+        );
+        cuda::record_marks(false, false);
+        let marks = c.gpu.take_marks().map_err(|e| anyhow!(e))?;
+        r?;
+        if sum.is_empty() {
+            sum = marks;
+        } else if marks.len() == sum.len() {
+            for (s, m) in sum.iter_mut().zip(&marks) {
+                s.host_us += m.host_us;
+                s.gpu_us += m.gpu_us;
+            }
+        } else {
+            return Err(anyhow!(
+                "decode steps recorded {} and {} timeline marks",
+                sum.len(),
+                marks.len()
+            ));
+        }
+    }
+    let n = steps as f64;
+    Ok(sum
+        .into_iter()
+        .map(|m| (m.label, m.host_us / n, m.gpu_us / n))
+        .collect())
+}
+
 /// CUDA graph launches so far on `device` (none on the CPU).
 fn graph_launches(device: &Device) -> u64 {
     device.cuda().map_or(0, |c| c.graph_launches())
@@ -117,6 +171,18 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
     let (reads1, wait1) = readbacks();
     let graphs = (graph_launches(&device) - graphs0) as f64;
+    let marks = timeline(
+        &model,
+        &mut cache,
+        &device,
+        pos,
+        args.timeline_tokens,
+        args.timeline_kernels,
+    )?;
+    let marks: Vec<_> = marks
+        .into_iter()
+        .map(|(label, host, gpu)| json!([label, (host * 10.0).round() / 10.0, (gpu * 10.0).round() / 10.0]))
+        .collect();
     let per_token = args.decode_tokens.max(1) as f64;
     let (layer_bytes, head_bytes) = bytes_per_token(&model);
     let layers = c.num_hidden_layers as f64;
@@ -151,6 +217,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_weight_gbs": token_gbs,
         "device_copy_gbs": copy.map(|b| b / 1e9),
         "decode_share_of_copy_bandwidth": copy.map(|b| token_gbs * 1e9 / b),
+        "decode_timeline_host_gpu_us": marks,
     });
     if args.json {
         println!("{report}");

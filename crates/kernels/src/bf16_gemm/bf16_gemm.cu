@@ -255,8 +255,16 @@ extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* p
     tf_grid_begin();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
-#pragma unroll 16
-        for (int s = 0; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
+        int s = 0;
+        // 32 partials load before their adds, which keep stage order.
+        for (; s + 32 <= stages; s += 32) {
+            float p[32];
+#pragma unroll
+            for (int u = 0; u < 32; ++u) p[u] = parts[(size_t)(s + u) * m * n + i];
+#pragma unroll
+            for (int u = 0; u < 32; ++u) acc = acc + p[u];
+        }
+        for (; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row
         skip = (int)(i / n) == m - 1;

@@ -37,6 +37,10 @@ pub struct Gpu {
     pub(crate) capturing: AtomicBool,
     /// Whether captures record programmatic chains (cleared when a chained capture fails).
     pub(crate) chain_captures: AtomicBool,
+    /// Timeline marks recorded so far.
+    pub(crate) marks: super::timeline::Marks,
+    /// Page-locked host bytes that read-backs land in.
+    pub(crate) landing: super::readback::Landing,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -114,6 +118,8 @@ fn open() -> Result<Gpu, String> {
         functions: Mutex::new(HashMap::new()),
         capturing: AtomicBool::new(false),
         chain_captures: AtomicBool::new(true),
+        marks: Default::default(),
+        landing: Default::default(),
     })
 }
 

@@ -147,6 +147,11 @@ impl Gpu {
         }
     }
 
+    /// Whether this process's stream is being captured into a graph now.
+    pub fn capturing(&self) -> bool {
+        self.capturing.load(Ordering::Relaxed)
+    }
+
     /// Records, without running, the work `f` queues on the stream; `f` must queue no host copies or waits.
     pub fn capture<R>(&self, f: impl FnOnce() -> R) -> Result<(Graph, R), String> {
         let _turn = turn();

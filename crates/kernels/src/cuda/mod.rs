@@ -8,7 +8,9 @@ mod graph;
 mod launch;
 mod libs;
 mod ranks;
+mod readback;
 mod resident;
+mod timeline;
 
 pub use libs::nvrtc as nvrtc_available;
 pub use ranks::{gpu_count, multi_gpu};
@@ -22,6 +24,7 @@ pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
 pub use graph::{Graph, Turn, chaining, holds_turn, turn};
 pub use launch::{KernelArg, Launch, programmatic};
 pub use resident::Resident;
+pub use timeline::{Mark, record_marks};
 
 use std::fmt;
 
@@ -87,5 +90,6 @@ pub const ROW_GRIDS: [u32; 3] = [1, 7, 65_535];
 
 /// Maps a launch's driver error to the contract's message form.
 pub fn launched<T>(entry: &str, r: Result<T, cudarc::driver::DriverError>) -> Result<(), String> {
-    r.map(|_| ()).map_err(|e| format!("CUDA launch of {entry}: {e:?}"))
+    r.map(|_| timeline::kernel_mark(entry))
+        .map_err(|e| format!("CUDA launch of {entry}: {e:?}"))
 }

@@ -125,6 +125,12 @@ impl BlockWeights for Mxfp4Weights<'_> {
             unsafe { super::gemv::gemv_avx512(a, sa, self.w, self.w_scale, self.k, cols, out) };
             return true;
         }
+        #[cfg(target_arch = "x86_64")]
+        if simd == SimdPath::Avx2 && !faults.on("swap_nibbles") && !faults.on("order_by_tile") {
+            // SAFETY: the driver asserted the path is available; `gemv_avx2` checks every bound it reads.
+            unsafe { super::gemv::gemv_avx2(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            return true;
+        }
         let _ = (simd, a, sa, cols, out, faults);
         false
     }

@@ -1,4 +1,4 @@
-//! The AVX-512 MXFP4 GEMV over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
+//! The AVX-512 and AVX2 MXFP4 GEMVs over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
 use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
 use std::array::from_fn;
@@ -7,8 +7,8 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::{BLOCK, CHUNK};
-use super::exact;
 use super::x86::{decode_scales, decode_scales_plain, rows_avx512};
+use super::{exact, exact2};
 use crate::gemm::{GROUP, PAIRS};
 
 /// Passes ahead that each stream's scale row is asked for.
@@ -82,6 +82,56 @@ pub unsafe fn gemv_avx512(
                 None => rows_avx512(a, sa, &swt, 0, PAIRS, &row, k, Some(AHEAD)),
             }
         };
+        for (s, &v) in got.iter().enumerate() {
+            if streams[s].start + step < streams[s].end {
+                out[idx[s]] = v;
+            }
+        }
+    }
+}
+
+/// Columns `cols` of one activation row against `w` on AVX2, as `pairs_avx2` per column: integer lanes where the chunk allows, 16 streams a pass.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemv_avx2(
+    a: &[u16],
+    sa: &[f32],
+    w: &[u8],
+    w_scale: &[u8],
+    k: usize,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    let (blocks, row_bytes) = (k / BLOCK, k / 2);
+    let len = cols.len();
+    assert!(len > 0 && out.len() == len && cols.end * row_bytes <= w.len() && cols.end * blocks <= w_scale.len());
+    let streams = streams(len, row_bytes);
+    let passes = streams.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut swt = vec![0f32; blocks * GROUP];
+    // SAFETY: avx2 and fma are enabled here.
+    let digits = unsafe { exact2::digits(a, k / CHUNK) };
+    let digits = Some(&digits).filter(|d| d.exact_chunks() > 0);
+    for step in 0..passes {
+        let idx: [usize; PAIRS] = from_fn(|s| match streams[s].is_empty() {
+            true => len - 1,
+            false => (streams[s].start + step).min(streams[s].end - 1),
+        });
+        let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
+        for r in &scale_rows {
+            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
+            for line in (0..blocks).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+            }
+        }
+        // SAFETY: avx2 is enabled here.
+        let done = unsafe { decode_scales(&scale_rows, &mut swt) };
+        for kb in done..blocks {
+            for (d, r) in swt[kb * GROUP..][..GROUP].iter_mut().zip(&scale_rows) {
+                *d = e8m0::TABLE[r[kb] as usize];
+            }
+        }
+        let rows: [&[u8]; PAIRS] = from_fn(|s| &w[(cols.start + idx[s]) * row_bytes..][..row_bytes]);
+        // SAFETY: avx2 and fma are enabled here; `rows_avx2` checks what it reads.
+        let got = unsafe { exact2::rows_avx2(a, sa, digits, &swt, &rows, k, AHEAD) };
         for (s, &v) in got.iter().enumerate() {
             if streams[s].start + step < streams[s].end {
                 out[idx[s]] = v;

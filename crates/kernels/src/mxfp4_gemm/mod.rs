@@ -7,6 +7,8 @@ pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod exact;
 #[cfg(target_arch = "x86_64")]
+mod exact2;
+#[cfg(target_arch = "x86_64")]
 mod gemv;
 mod slots;
 #[cfg(target_arch = "x86_64")]

@@ -249,7 +249,7 @@ pub unsafe fn tile_avx512(a: [&[u16]; 4], w: [&[u8]; 4], k: usize, panel: &[f32]
 /// Nibble `q` of every 32-bit lane of `d` as e2m1: magnitude from the 8-entry table, sign from bit 4q + 3.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn nibble8(d: __m256i, q: usize, mag: __m256) -> __m256 {
+pub(super) fn nibble8(d: __m256i, q: usize, mag: __m256) -> __m256 {
     let (idx, top) = match q {
         0 => (d, _mm256_slli_epi32::<28>(d)),
         1 => (_mm256_srli_epi32::<4>(d), _mm256_slli_epi32::<24>(d)),

@@ -85,17 +85,7 @@ impl<T: Elem> Act<T> {
     pub fn to_vec(&self, d: &Device) -> Vec<T> {
         match self {
             Act::Host(v) => v.clone(),
-            Act::Dev(s, n) => {
-                let c = d.cuda().expect("a GPU buffer in a GPU pass");
-                let mut out = vec![T::default(); *n];
-                let t = Instant::now();
-                if *n > 0 {
-                    cuda_ok("copying back", c.gpu.stream.memcpy_dtoh(&s.slice(..*n), &mut out));
-                }
-                READBACKS.0.fetch_add(1, Ordering::Relaxed);
-                READBACKS.1.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                out
-            }
+            dev => d.read_back(&[dev]).pop().expect("one read-back"),
         }
     }
 
@@ -167,33 +157,29 @@ impl Device {
         }
     }
 
-    /// The host values of several activations: under CUDA copied into one buffer on the device and read back with one wait.
+    /// The host values of several activations: under CUDA read back together with one wait.
     pub(crate) fn read_all<T: Elem>(&self, acts: Vec<Act<T>>) -> Vec<Vec<T>> {
-        let total: usize = acts.iter().map(Act::len).sum();
-        if self.cuda().is_none() || acts.len() < 2 {
-            return acts.into_iter().map(|a| a.into_vec(self)).collect();
+        match self.cuda() {
+            None => acts.into_iter().map(|a| a.into_vec(self)).collect(),
+            Some(_) => self.read_back(&acts.iter().collect::<Vec<_>>()),
         }
-        let c = self.cuda().expect("a GPU device");
-        let mut all = scratch::<T>(c, total);
-        let mut at = 0;
-        for a in &acts {
-            let Act::Dev(src, n) = a else {
-                panic!("a host buffer among a GPU pass's read-backs");
-            };
-            if *n > 0 {
-                let mut to = all.slice_mut(at..at + n);
-                cuda_ok("gathering", c.gpu.stream.memcpy_dtod(&src.slice(..*n), &mut to));
-            }
-            at += n;
-        }
-        let flat = Act::Dev(all, total).into_vec(self);
-        let mut at = 0;
-        acts.iter()
-            .map(|a| {
-                at += a.len();
-                flat[at - a.len()..at].to_vec()
+    }
+
+    /// The host values of GPU activations, copied back through the GPU's page-locked buffer with one wait.
+    fn read_back<T: Elem>(&self, acts: &[&Act<T>]) -> Vec<Vec<T>> {
+        let c = self.cuda().expect("a GPU buffer in a GPU pass");
+        let views: Vec<_> = acts
+            .iter()
+            .map(|a| match a {
+                Act::Dev(s, n) => s.slice(..*n),
+                Act::Host(_) => panic!("a host buffer among a GPU pass's read-backs"),
             })
-            .collect()
+            .collect();
+        let t = Instant::now();
+        let out = cuda_ok("copying back", c.gpu.read_back(&views));
+        READBACKS.0.fetch_add(1, Ordering::Relaxed);
+        READBACKS.1.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
     }
 
     /// `n` copies of `v` on this device (filled on the stream under CUDA, no host copy).

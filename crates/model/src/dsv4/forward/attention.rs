@@ -48,8 +48,10 @@ pub(crate) fn attention(
         _ => None,
     };
 
+    dev.mark(|| format!("layer {layer_idx} compressors and index scores"));
     let (table, lists, width, picks) = gather(pass, layer_idx, &kv, w.indexer.is_some(), cache);
     let mut lists = dev.put(lists);
+    dev.mark(|| format!("layer {layer_idx} table gathered"));
     if let (Some((scores, visible)), Some(picks)) = (scores, picks) {
         ops::index_topk(
             dev,
@@ -76,6 +78,7 @@ pub(crate) fn attention(
             let mut o = dev.alloc(rows * h * hd);
             ops::sparse_attn(dev, &q, &lists, &table, &w.attn_sink, shape, &mut o);
             ops::rope(dev, &mut o, &pass.pos, hd, freqs, true);
+            dev.mark(|| format!("layer {layer_idx} sparse attention"));
             o
         }
     };

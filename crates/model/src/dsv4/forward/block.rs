@@ -46,9 +46,13 @@ fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act) -> Act {
 /// Runs block `layer_idx` over the streams `x` `[rows, hc, D]`.
 pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache: &mut Dsv4Cache) -> Act {
     let front = graph::front(pass, layer_idx, w, x);
+    pass.device.mark(|| format!("layer {layer_idx} front"));
     let (f, m) = attention::attention(pass, layer_idx, &w.attn, front, cache);
     let x = hc_out(pass, &m, &f, x);
-    graph::ffn(pass, w, &x)
+    pass.device.mark(|| format!("layer {layer_idx} attention"));
+    let out = graph::ffn(pass, w, &x);
+    pass.device.mark(|| format!("layer {layer_idx} moe"));
+    out
 }
 
 /// Block `w`'s second sub-block over the streams `x`: the mixture of experts in its mHC mapping.

@@ -104,6 +104,13 @@ impl Device {
         }
     }
 
+    /// Records a timeline mark named by `label` on a GPU while marks are recorded (`cuda::record_marks`).
+    pub(crate) fn mark(&self, label: impl FnOnce() -> String) {
+        if let Some(c) = self.cuda() {
+            c.gpu.mark(label);
+        }
+    }
+
     /// The CPU launch of a CPU device.
     pub fn cpu(&self) -> Option<&CpuLaunch> {
         match self {

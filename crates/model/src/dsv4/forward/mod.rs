@@ -256,6 +256,7 @@ impl Dsv4Model {
         pass.ranks = opts.ranks.clone();
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let dev = &pass.device;
+        dev.mark(|| "start".into());
         let mut emb = dev.alloc(rows * d);
         ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
         let mut x = dev.zeros(rows * hc * d); // [rows, hc, D]: each row's embedding in every stream
@@ -263,6 +264,7 @@ impl Dsv4Model {
         let from: Vec<usize> = streams.iter().map(|&s| s / hc).collect();
         x.copy_rows(dev, &streams, &emb, &from, d);
         let mut out = Output::default();
+        dev.mark(|| "embedded".into());
         for (layer_idx, w) in self.weights.layers.iter().enumerate() {
             x = block::block(&pass, layer_idx, w, &x, cache);
             if keep_layers {
@@ -272,15 +274,15 @@ impl Dsv4Model {
         for g in &pass.groups {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
-        // The logits wait for the GPU once; the deferred cache writes then read back without waiting.
         let logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts);
-        pass.settle(cache);
+        let (last_streams, logits) = read_back(&pass, cache, x, logits);
+        pass.device.mark(|| "cache written".into());
+        out.last_streams = last_streams;
         out.logits = logits?;
-        out.last_streams = x.into_vec(dev);
         Ok(out)
     }
 
-    /// The head over the rows `opts` asks for (every row when it names none).
+    /// The head over the rows `opts` asks for (every row when it names none), on the pass's device.
     pub(crate) fn logits(
         &self,
         pass: &Pass<'_>,
@@ -288,9 +290,9 @@ impl Dsv4Model {
         hc: &super::weights::Hc,
         norm: &[f32],
         opts: &ForwardOptions,
-    ) -> Result<Vec<f32>, String> {
+    ) -> Result<Act, String> {
         let Some(rows) = &opts.logit_rows else {
-            return Ok(self.head(pass, x, hc, norm).into_vec(&pass.device));
+            return Ok(self.head(pass, x, hc, norm));
         };
         let n = self.config.hc_mult * self.config.hidden_size;
         if let Some(&r) = rows.iter().find(|&&r| r >= pass.rows()) {
@@ -299,7 +301,7 @@ impl Dsv4Model {
         let mut picked = pass.device.zeros(rows.len() * n);
         picked.copy_rows(&pass.device, &(0..rows.len()).collect::<Vec<_>>(), x, rows, n);
         let sub = pass.shallow(rows.iter().map(|&r| pass.positions[r]).collect());
-        Ok(self.head(&sub, &picked, hc, norm).into_vec(&pass.device))
+        Ok(self.head(&sub, &picked, hc, norm))
     }
 
     /// hc_head, the final norm and the vocabulary head: `[rows, hc, D]` streams to `[rows, vocab]` logits.
@@ -322,6 +324,27 @@ impl Dsv4Model {
         );
         let mut yn = pass.device.alloc(rows * d);
         ops::rms_norm(&pass.device, &y, norm, eps, &mut yn);
-        linear::bf16(pass, &yn, &self.weights.head)
+        let logits = linear::bf16(pass, &yn, &self.weights.head);
+        pass.device.mark(|| "head queued".into());
+        logits
     }
+}
+
+/// The pass's last streams and its logits on the host, read back with its deferred cache writes in one wait for the GPU.
+fn read_back(
+    pass: &Pass<'_>,
+    cache: &mut Dsv4Cache,
+    x: Act,
+    logits: Result<Act, String>,
+) -> (Vec<f32>, Result<Vec<f32>, String>) {
+    let (acts, err) = match logits {
+        Ok(l) => (vec![x, l], None),
+        Err(e) => (vec![x], Some(e)),
+    };
+    let mut values = pass.settle(cache, acts).into_iter();
+    let last = values.next().expect("the last streams read back");
+    (
+        last,
+        err.map_or_else(|| Ok(values.next().expect("the logits read back")), Err),
+    )
 }

@@ -72,11 +72,11 @@ impl Dsv4Model {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
         let logits = self.logits(&pass, &x, &w.hc_head, &w.norm, opts);
-        pass.settle(cache);
+        let (last_streams, logits) = super::read_back(&pass, cache, x, logits);
         Ok(Output {
             logits: logits?,
             layer_streams: Vec::new(),
-            last_streams: x.into_vec(&pass.device),
+            last_streams,
         })
     }
 }

@@ -73,8 +73,8 @@ impl Pass<'_> {
         f(fresh)
     }
 
-    /// Reads the deferred rows back (one wait for the GPU) and writes them into the sequences' state, in the order queued.
-    pub(crate) fn settle(&self, cache: &mut Dsv4Cache) {
+    /// Reads the deferred rows and `extra` back (one wait for the GPU), writes the rows into the sequences' state in the order queued, and returns `extra`'s values.
+    pub(crate) fn settle(&self, cache: &mut Dsv4Cache, extra: Vec<Act>) -> Vec<Vec<f32>> {
         let (layout, hd) = (&self.model.layout, self.model.config.head_dim);
         let mut acts = Vec::new();
         let mut writes = Vec::new();
@@ -106,7 +106,12 @@ impl Pass<'_> {
                 }
             }
         }
-        let mut values = self.device.read_all(acts).into_iter();
+        let extras = extra.len();
+        acts.extend(extra);
+        let mut values = self.device.read_all(acts);
+        let extra = values.split_off(values.len() - extras);
+        self.device.mark(|| "read back".into());
+        let mut values = values.into_iter();
         let mut next = || values.next().expect("one read-back a deferred buffer");
         for w in writes {
             match w {
@@ -148,6 +153,7 @@ impl Pass<'_> {
                 }
             }
         }
+        extra
     }
 }
 

@@ -1,0 +1,405 @@
+//! Exact MXFP4 GEMV lanes on AVX2: `exact.rs`'s integer lane sums (A = 2^9 a, W = 2w) from byte products with VPMADDUBSW.
+
+use std::arch::x86_64::*;
+use std::array::from_fn;
+
+use super::cpu::CHUNK;
+use super::x86::{CHUNK_BYTES, chunk_bytes, nibble8};
+use crate::gemm::x86::bf16_pair8;
+use crate::gemm::{GROUP, PAIRS};
+use tensorfold_formats::e2m1;
+
+/// Largest |A| (A = a * 2^9) of an e4m3 activation; larger or fractional A sends the chunk to the FMA chain.
+const MAX_A: i32 = 448 * 512;
+
+/// Largest |A| whose balanced third digit is 0 (A + 0x8080 stays within two bytes).
+const MAX_TWO: i32 = 0x7F7F;
+
+/// One chunk's activations as balanced s8 digits (A = d0 + 256 d1 + 65536 d2) and its lanes' weight offsets.
+#[repr(C, align(32))]
+pub(super) struct ChunkDigits {
+    /// Plane p, half h, byte 4l + j: digit p of element 8l + 2j + h (the word's nibble 2j + h).
+    d: [[[i8; 64]; 2]; 3],
+    /// Lane l: -12 times the sum of its eight A (the weights enter as W + 12, unsigned).
+    offset: [i32; 16],
+}
+
+/// Digits of every chunk of one activation row, and which chunks take the integer path and with how many digits.
+pub(super) struct Digits {
+    chunks: Vec<ChunkDigits>,
+    exact: Vec<bool>,
+    three: Vec<bool>,
+}
+
+impl Digits {
+    /// How many chunks take the integer path.
+    pub(super) fn exact_chunks(&self) -> usize {
+        self.exact.iter().filter(|&&e| e).count()
+    }
+}
+
+/// The digits of activation row `a` (decoded bf16 in `LAYOUT` order) over its whole chunks of `chunks`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
+    assert!(a.len() >= chunks * CHUNK);
+    let mut out = Digits {
+        chunks: Vec::with_capacity(chunks),
+        exact: Vec::with_capacity(chunks),
+        three: Vec::with_capacity(chunks),
+    };
+    let (scale, big) = (_mm256_set1_ps(512.0), _mm256_set1_epi32(MAX_A));
+    for c in 0..chunks {
+        let mut ch = ChunkDigits {
+            d: [[[0; 64]; 2]; 3],
+            offset: [0; 16],
+        };
+        let (mut bad, mut top) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for g in 0..2 {
+            // Vector q, lane i: A of element 8(8g + i) + q.
+            let mut aq = [_mm256_setzero_si256(); 8];
+            for t in 0..4 {
+                // SAFETY: chunk c's 128 values lie inside the row (asserted above).
+                let [odd, even] = unsafe { bf16_pair8(a.as_ptr().add(c * CHUNK + 32 * t + 16 * g)) };
+                for (q, v) in [(2 * t, even), (2 * t + 1, odd)] {
+                    let x = _mm256_mul_ps(v, scale);
+                    let i = _mm256_cvtps_epi32(x);
+                    let off_grid = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_NEQ_UQ>(_mm256_cvtepi32_ps(i), x));
+                    let abs = _mm256_abs_epi32(i);
+                    bad = _mm256_or_si256(bad, _mm256_or_si256(off_grid, _mm256_cmpgt_epi32(abs, big)));
+                    top = _mm256_max_epu32(top, abs);
+                    aq[q] = i;
+                }
+            }
+            let sum = aq.iter().fold(_mm256_setzero_si256(), |s, &v| _mm256_add_epi32(s, v));
+            let offset = _mm256_mullo_epi32(sum, _mm256_set1_epi32(-12));
+            // SAFETY: 8 ints at lane 8g.
+            unsafe { _mm256_storeu_si256(ch.offset.as_mut_ptr().add(8 * g) as *mut __m256i, offset) };
+            // Byte p of A + 0x808080 is balanced digit p plus 128.
+            let biased: [__m256i; 8] = from_fn(|q| _mm256_add_epi32(aq[q], _mm256_set1_epi32(0x80_8080)));
+            for (p, plane) in ch.d.iter_mut().enumerate() {
+                let shift = _mm_cvtsi32_si128(8 * p as i32);
+                for (h, half) in plane.iter_mut().enumerate() {
+                    let word = (0..4).fold(_mm256_setzero_si256(), |w, j| {
+                        let byte =
+                            _mm256_and_si256(_mm256_srl_epi32(biased[2 * j + h], shift), _mm256_set1_epi32(0xFF));
+                        _mm256_or_si256(w, _mm256_sll_epi32(byte, _mm_cvtsi32_si128(8 * j as i32)))
+                    });
+                    let word = _mm256_xor_si256(word, _mm256_set1_epi8(-128));
+                    // SAFETY: 32 bytes at lane 8g.
+                    unsafe { _mm256_storeu_si256(half.as_mut_ptr().add(32 * g) as *mut __m256i, word) };
+                }
+            }
+        }
+        let most = hmax_epu32(top);
+        out.exact.push(_mm256_testz_si256(bad, bad) == 1);
+        out.three.push(most > MAX_TWO as u32);
+        out.chunks.push(ch);
+    }
+    out
+}
+
+/// The largest of eight unsigned words.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hmax_epu32(v: __m256i) -> u32 {
+    let m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0x4E>(m));
+    let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0xB1>(m));
+    _mm_cvtsi128_si32(m) as u32
+}
+
+/// W + 12 (W = 2 * e2m1) of each nibble code, twice (one per 128-bit half VPSHUFB indexes).
+fn weight_table() -> [u8; 32] {
+    from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
+}
+
+/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there): the FMA chain's bits, the integer sum of A * W times 2^-10.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lanes_int(d: __m256i, ch: &ChunkDigits, g: usize, three: bool, t: __m256i) -> __m256 {
+    let m = _mm256_set1_epi8(0x0F);
+    let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
+    let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
+    let plane = |p: usize| {
+        // SAFETY: 32 bytes at lane 8g of both halves of plane p.
+        let (dl, dh) = unsafe {
+            (
+                _mm256_load_si256(ch.d[p][0].as_ptr().add(32 * g) as *const __m256i),
+                _mm256_load_si256(ch.d[p][1].as_ptr().add(32 * g) as *const __m256i),
+            )
+        };
+        // Pair sums stay within 2 * 24 * 128 and their sum within i16; VPMADDWD then adds each lane's four pairs.
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, dl), _mm256_maddubs_epi16(hi, dh))
+    };
+    // SAFETY: 8 ints at lane 8g.
+    let mut s = unsafe { _mm256_load_si256(ch.offset.as_ptr().add(8 * g) as *const __m256i) };
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(0), _mm256_set1_epi16(1)));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(1), _mm256_set1_epi16(256)));
+    if three {
+        s = _mm256_add_epi32(
+            s,
+            _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(2), _mm256_set1_epi16(1))),
+        );
+    }
+    _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(1.0 / 1024.0))
+}
+
+/// Lanes 0..7 and 8..15 of one row's chunk by the FMA chain (as `pairs_avx2`): activations at `a`, weight bytes `bytes`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lanes_fma(a: *const u16, bytes: &[u8; CHUNK_BYTES], mag: __m256) -> [__m256; 2] {
+    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    // SAFETY: 64 bytes; the caller's chunk holds 128 values at a.
+    unsafe {
+        let dl = _mm256_loadu_si256(bytes.as_ptr() as *const __m256i);
+        let dh = _mm256_loadu_si256(bytes.as_ptr().add(32) as *const __m256i);
+        for t in 0..4 {
+            let at = a.add(32 * t);
+            let (al, ah) = (bf16_pair8(at), bf16_pair8(at.add(16)));
+            for h in 0..2 {
+                lo = _mm256_fmadd_ps(al[1 - h], nibble8(dl, 2 * t + h, mag), lo);
+                hi = _mm256_fmadd_ps(ah[1 - h], nibble8(dh, 2 * t + h, mag), hi);
+            }
+        }
+    }
+    [lo, hi]
+}
+
+/// Block inners of four columns' lane vectors: half b, lane i is (l0 + l2) + (l1 + l3) of `v[i]`'s half b.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn quarters4(v: [__m256; 4]) -> __m256 {
+    let u0 = _mm256_add_ps(
+        _mm256_shuffle_ps::<0x44>(v[0], v[1]),
+        _mm256_shuffle_ps::<0xEE>(v[0], v[1]),
+    );
+    let u1 = _mm256_add_ps(
+        _mm256_shuffle_ps::<0x44>(v[2], v[3]),
+        _mm256_shuffle_ps::<0xEE>(v[2], v[3]),
+    );
+    _mm256_add_ps(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
+}
+
+/// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn rows_avx2(
+    a: &[u16],
+    sa: &[f32],
+    digits: Option<&Digits>,
+    swt: &[f32],
+    rows: &[&[u8]; PAIRS],
+    k: usize,
+    ahead: usize,
+) -> [f32; PAIRS] {
+    let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
+    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= blocks * GROUP);
+    assert!(rows.iter().all(|r| r.len() == k / 2) && digits.is_none_or(|d| d.chunks.len() >= full));
+    let tw = weight_table();
+    // SAFETY: 32 bytes; 8 floats.
+    let (t, mag) = unsafe {
+        (
+            _mm256_loadu_si256(tw.as_ptr() as *const __m256i),
+            _mm256_loadu_ps(e2m1::TABLE.as_ptr()),
+        )
+    };
+    // Lane j of acc[h]: column 8h + j.
+    let mut acc = [_mm256_setzero_ps(); 2];
+    for (c, &sa) in sa.iter().enumerate().take(chunks) {
+        let exact = digits.filter(|d| c < full && d.exact[c]);
+        // Column j's lanes 0..7 and 8..15.
+        let lanes = |j: usize| -> [__m256; 2] {
+            match exact {
+                Some(dg) => from_fn(|g| {
+                    let p = rows[j].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
+                    // A prefetch never faults.
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
+                    // SAFETY: c < full: 32 bytes of the row at p; `lanes_int` reads chunk c's digits.
+                    unsafe {
+                        lanes_int(
+                            _mm256_loadu_si256(p as *const __m256i),
+                            &dg.chunks[c],
+                            g,
+                            dg.three[c],
+                            t,
+                        )
+                    }
+                }),
+                // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
+                None => unsafe { lanes_fma(a.as_ptr().add(c * CHUNK), &chunk_bytes(rows[j], c), mag) },
+            }
+        };
+        // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
+        let r: [[__m256; 2]; 4] = from_fn(|i| {
+            let v: [[__m256; 2]; 4] = from_fn(|q| lanes(4 * i + q));
+            from_fn(|g| quarters4(from_fn(|q| v[q][g])))
+        });
+        let s = _mm256_set1_ps(sa);
+        for (h, acc) in acc.iter_mut().enumerate() {
+            for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {
+                let per_block = [
+                    _mm256_permute2f128_ps::<0x20>(r0, r1),
+                    _mm256_permute2f128_ps::<0x31>(r0, r1),
+                ];
+                for (b, inner) in per_block.into_iter().enumerate() {
+                    let kb = 4 * c + 2 * g + b;
+                    if kb < blocks {
+                        // SAFETY: swt holds `blocks` rows of 16 (asserted on entry).
+                        let sw = unsafe { _mm256_loadu_ps(swt.as_ptr().add(kb * GROUP + 8 * h)) };
+                        *acc = _mm256_fmadd_ps(inner, _mm256_mul_ps(s, sw), *acc);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = [0f32; PAIRS];
+    // SAFETY: 8 floats each.
+    unsafe {
+        _mm256_storeu_ps(out.as_mut_ptr(), acc[0]);
+        _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[1]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::act::Layout;
+    use crate::mxfp4_gemm::cpu::LAYOUT;
+    use tensorfold_formats::{e4m3, e8m0};
+
+    fn available() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    /// Deterministic bytes.
+    fn bytes(seed: u64, len: usize) -> Vec<u8> {
+        let mut rng = crate::rng::Rng::new(seed, 0);
+        (0..len).map(|_| rng.next_u64() as u8).collect()
+    }
+
+    /// Element values as the decoded bf16 row in `layout` order.
+    fn layout(values: &[f32], layout: Layout) -> Vec<u16> {
+        let mut a = vec![0u16; values.len()];
+        for (i, v) in values.iter().enumerate() {
+            a[layout.position(i)] = (v.to_bits() >> 16) as u16;
+        }
+        a
+    }
+
+    /// 16 weight rows against `values` by integer lanes (`force`: on every chunk) and by the FMA chain: (integer bits, FMA bits, exact chunks).
+    fn run(values: &[f32], weights: &[u8], force: bool) -> (Vec<u32>, Vec<u32>, usize) {
+        let k = values.len();
+        let a = layout(values, LAYOUT);
+        let chunks = k / CHUNK;
+        let sa: Vec<f32> = (0..chunks).map(|c| 2f32.powi(c as i32 % 5 - 2)).collect();
+        let swt: Vec<f32> = bytes(7, k / 32 * GROUP)
+            .iter()
+            .map(|&b| e8m0::TABLE[118 + b as usize % 16])
+            .collect();
+        let rows: [&[u8]; PAIRS] = from_fn(|j| &weights[j * k / 2..][..k / 2]);
+        // SAFETY: the callers check `available`.
+        unsafe {
+            let mut d = digits(&a, chunks);
+            let exact = d.exact_chunks();
+            if force {
+                d.exact.iter_mut().for_each(|e| *e = true);
+                d.three.iter_mut().for_each(|t| *t = true);
+            }
+            let got = rows_avx2(&a, &sa, Some(&d), &swt, &rows, k, 1024);
+            let want = rows_avx2(&a, &sa, None, &swt, &rows, k, 1024);
+            let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
+            (bits(got), bits(want), exact)
+        }
+    }
+
+    #[test]
+    fn integer_lanes_give_the_fma_bits_on_random_codes() {
+        if !available() {
+            return;
+        }
+        let k = 1024;
+        for seed in 1..6 {
+            let values: Vec<f32> = bytes(seed, k).iter().map(|&c| e4m3::TABLE[c as usize & 0xF7]).collect();
+            let w = bytes(seed + 100, PAIRS * k / 2);
+            let (got, want, exact) = run(&values, &w, false);
+            assert_eq!(
+                exact,
+                k / CHUNK,
+                "seed {seed}: every finite e4m3 chunk takes the integer path"
+            );
+            assert_eq!(got, want, "seed {seed}");
+        }
+        // Small codes only: every chunk fits two digits.
+        let values: Vec<f32> = bytes(9, k).iter().map(|&c| e4m3::TABLE[(c % 0x50) as usize]).collect();
+        let (got, want, _) = run(&values, &bytes(10, PAIRS * k / 2), false);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn lanes_that_round_at_their_last_step_agree() {
+        if !available() {
+            return;
+        }
+        // Seven activations of 384-448 and one subnormal per lane, against 6 and (for the subnormal) 0.5: sums above 2^14 with a 2^-10 bit.
+        let k = 512;
+        let values: Vec<f32> = bytes(5, k)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| e4m3::TABLE[if i % 8 == 7 { 1 + (b & 0x6) } else { 0x7C + b % 3 } as usize])
+            .collect();
+        let w: Vec<u8> = bytes(6, PAIRS * k / 2)
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| match (b % 7, i % 4) {
+                (0, _) => b,
+                (_, 3) => 0x17,
+                _ => 0x77,
+            })
+            .collect();
+        let rounds = (0..PAIRS * k / 8).any(|lane| {
+            let (row, l) = (lane / (k / 8), lane % (k / 8));
+            let p: i64 = (0..8)
+                .map(|q| {
+                    let e = 8 * l + q;
+                    let nib = (w[row * k / 2 + e / 2] >> (4 * (e % 2))) & 0xF;
+                    (values[e] * 512.0) as i64 * (2.0 * e2m1::TABLE[nib as usize]) as i64
+                })
+                .sum();
+            p as f32 as i64 != p
+        });
+        assert!(rounds, "no lane rounds: the test shows nothing");
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, k / CHUNK);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn chunks_off_the_e4m3_grid_take_the_fma_chain() {
+        if !available() {
+            return;
+        }
+        // Lane 0 of chunk 1: 3072 * 6 then seven 2^-10 products, which the chain drops one by one and one rounding keeps.
+        let k = 256;
+        let mut values: Vec<f32> = bytes(11, k).iter().map(|&c| e4m3::TABLE[c as usize & 0x37]).collect();
+        values[CHUNK] = 3072.0;
+        values[CHUNK + 1..CHUNK + 8].fill(2f32.powi(-9));
+        let mut w = bytes(12, PAIRS * k / 2);
+        for row in 0..PAIRS {
+            w[row * k / 2 + CHUNK / 2..][..4].copy_from_slice(&[0x17, 0x11, 0x11, 0x11]);
+        }
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, 1, "the chunk holding 3072 must leave the integer path");
+        assert_eq!(got, want);
+        let (forced, want, _) = run(&values, &w, true);
+        assert_ne!(
+            forced, want,
+            "forced through integer lanes the chunk rounds once, so the guard matters"
+        );
+        // A NaN activation also leaves the integer path.
+        values[CHUNK] = f32::NAN;
+        let (got, want, exact) = run(&values, &w, false);
+        assert_eq!(exact, 1);
+        assert_eq!(got, want);
+    }
+}
