@@ -82,7 +82,14 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
     Ok(())
 }
 
-/// The mean of each mark over `steps` decode steps from `pos` with a timeline recorded: `[label, host us, GPU us]` after the step's first mark.
+/// A timeline of decode steps: each mark's mean `[label, host us, GPU us]` (when every step recorded the same marks), and per label the marks a step and the GPU microseconds a step before them.
+#[derive(Default)]
+struct Timeline {
+    marks: Vec<(String, f64, f64)>,
+    by_label: Vec<(String, f64, f64)>,
+}
+
+/// The timeline of `steps` decode steps from `pos`, kernel launches marked too when `kernels`.
 fn timeline(
     model: &Dsv4Model,
     cache: &mut Dsv4Cache,
@@ -90,11 +97,11 @@ fn timeline(
     pos: usize,
     steps: usize,
     kernels: bool,
-) -> anyhow::Result<Vec<(String, f64, f64)>> {
+) -> anyhow::Result<Timeline> {
     let Some(c) = device.cuda().filter(|_| steps > 0) else {
-        return Ok(Vec::new());
+        return Ok(Timeline::default());
     };
-    let mut sum: Vec<Mark> = Vec::new();
+    let mut runs: Vec<Vec<Mark>> = Vec::new();
     for i in 0..steps {
         cuda::record_marks(true, kernels);
         let r = step(
@@ -105,28 +112,36 @@ fn timeline(
             &[(i * 17 % model.config.vocab_size) as u32],
         );
         cuda::record_marks(false, false);
-        let marks = c.gpu.take_marks().map_err(|e| anyhow!(e))?;
+        runs.push(c.gpu.take_marks().map_err(|e| anyhow!(e))?);
         r?;
-        if sum.is_empty() {
-            sum = marks;
-        } else if marks.len() == sum.len() {
-            for (s, m) in sum.iter_mut().zip(&marks) {
-                s.host_us += m.host_us;
-                s.gpu_us += m.gpu_us;
-            }
-        } else {
-            return Err(anyhow!(
-                "decode steps recorded {} and {} timeline marks",
-                sum.len(),
-                marks.len()
-            ));
-        }
     }
     let n = steps as f64;
-    Ok(sum
-        .into_iter()
-        .map(|m| (m.label, m.host_us / n, m.gpu_us / n))
-        .collect())
+    let mut by_label: Vec<(String, f64, f64)> = Vec::new();
+    for run in &runs {
+        for w in run.windows(2) {
+            let at = match by_label.iter().position(|(l, ..)| *l == w[1].label) {
+                Some(at) => at,
+                None => {
+                    by_label.push((w[1].label.clone(), 0.0, 0.0));
+                    by_label.len() - 1
+                }
+            };
+            by_label[at].1 += 1.0 / n;
+            by_label[at].2 += (w[1].gpu_us - w[0].gpu_us) / n;
+        }
+    }
+    by_label.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let same = runs.windows(2).all(|w| w[0].len() == w[1].len());
+    let marks = match same {
+        true => (0..runs[0].len())
+            .map(|i| {
+                let mean = |f: fn(&Mark) -> f64| runs.iter().map(|r| f(&r[i])).sum::<f64>() / n;
+                (runs[0][i].label.clone(), mean(|m| m.host_us), mean(|m| m.gpu_us))
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    Ok(Timeline { marks, by_label })
 }
 
 /// CUDA graph launches so far on `device` (none on the CPU).
@@ -179,10 +194,10 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         args.timeline_tokens,
         args.timeline_kernels,
     )?;
-    let marks: Vec<_> = marks
-        .into_iter()
-        .map(|(label, host, gpu)| json!([label, (host * 10.0).round() / 10.0, (gpu * 10.0).round() / 10.0]))
-        .collect();
+    let round =
+        |(label, a, b): (String, f64, f64)| json!([label, (a * 10.0).round() / 10.0, (b * 10.0).round() / 10.0]);
+    let by_label: Vec<_> = marks.by_label.into_iter().map(round).collect();
+    let marks: Vec<_> = marks.marks.into_iter().map(round).collect();
     let per_token = args.decode_tokens.max(1) as f64;
     let (layer_bytes, head_bytes) = bytes_per_token(&model);
     let layers = c.num_hidden_layers as f64;
@@ -218,6 +233,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "device_copy_gbs": copy.map(|b| b / 1e9),
         "decode_share_of_copy_bandwidth": copy.map(|b| token_gbs * 1e9 / b),
         "decode_timeline_host_gpu_us": marks,
+        "decode_timeline_by_label_count_gpu_us": by_label,
     });
     if args.json {
         println!("{report}");

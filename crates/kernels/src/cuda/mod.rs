@@ -9,6 +9,7 @@ mod launch;
 mod libs;
 mod ranks;
 mod readback;
+pub use readback::Landed;
 mod resident;
 mod timeline;
 

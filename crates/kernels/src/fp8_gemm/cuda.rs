@@ -69,24 +69,30 @@ pub fn fp8_gemm_cuda<'a>(
     out: impl Into<Out<'a, f32>>,
     faults: Faults,
 ) -> Result<(), String> {
+    fp8_gemms_cuda(launch, x, vec![(w.into(), w_scale.into(), n, out.into())], k, faults)
+}
+
+/// One weight of `fp8_gemms_cuda`: codes `[n, k]`, their block scales, `n` and the output `[rows, n]`.
+pub type Fp8Weight<'a> = (In<'a, u8>, In<'a, u8>, usize, Out<'a, f32>);
+
+/// `fp8_gemm_cuda` of one activation matrix `x` against each weight in turn, act_quant'ing `x` once.
+pub fn fp8_gemms_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    weights: Vec<Fp8Weight<'a>>,
+    k: usize,
+    faults: Faults,
+) -> Result<(), String> {
     let x = x.into();
-    let w = w.into();
-    let w_scale = w_scale.into();
-    let out = out.into();
     if k > MAX_K {
         return Err(format!("fp8_gemm on CUDA: K {k} above {MAX_K}"));
     }
     let gpu = cuda::gpu()?;
     let quant = gpu.function(&KERNEL, "fp8_gemm_quant", faults)?;
-    let gemm = gpu.function(&KERNEL, "fp8_gemm", faults)?;
-    let rows = gpu.function(&KERNEL, "fp8_gemm_rows", faults)?;
-    let rows8 = gpu.function(&KERNEL, "fp8_gemm_rows8", faults)?;
-    let long = gpu.function(&KERNEL, "fp8_gemm_rows_long", faults)?;
     let m = x.len() / k;
-    let (xd, wd, sd) = (gpu.stage(x)?, gpu.stage(w)?, gpu.stage(w_scale)?);
+    let xd = gpu.stage(x)?;
     let (mut q, mut qs) = gpu.quant_scratch(m, k)?;
-    let mut y = gpu.stage_out(out)?;
-    let (mm, nn, kk) = (m as i32, n as i32, k as i32);
+    let (mm, kk) = (m as i32, k as i32);
     {
         let mut b = gpu.launch_builder(&quant);
         b.input(&xd).arg(&mut q).arg(&mut qs).arg(&mm).arg(&kk);
@@ -95,31 +101,38 @@ pub fn fp8_gemm_cuda<'a>(
             b.launch(launch.config(quant_blocks(launch, m, k)))
         })?;
     }
-    {
-        let mut yv = y.view();
-        // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
-        let (f, entry, tiles) = if m <= SMALL_ROWS && k >= LONG_K {
-            (&long, "fp8_gemm_rows_long", n.div_ceil(16))
-        } else if m <= SMALL_ROWS {
-            (&rows8, "fp8_gemm_rows8", rows_blocks(gpu.sms, n.div_ceil(16), 1, 3))
-        } else if m <= DECODE_ROWS {
-            (&rows, "fp8_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1, 2))
-        } else {
-            (&gemm, "fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
-        };
-        let mut b = gpu.launch_builder(f);
-        b.arg(&q)
-            .arg(&qs)
-            .input(&wd)
-            .input(&sd)
-            .arg(&mut yv)
-            .arg(&mm)
-            .arg(&nn)
-            .arg(&kk);
-        // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
-        cuda::launched(entry, unsafe { b.launch(gpu.config(launch, entry, tiles)) })?;
+    for (w, w_scale, n, out) in weights {
+        let (wd, sd) = (gpu.stage(w)?, gpu.stage(w_scale)?);
+        let mut y = gpu.stage_out(out)?;
+        {
+            let mut yv = y.view();
+            // Decode-sized batches take the narrow-tile entry (the same bits, more blocks).
+            let (entry, tiles) = if m <= SMALL_ROWS && k >= LONG_K {
+                ("fp8_gemm_rows_long", n.div_ceil(16))
+            } else if m <= SMALL_ROWS {
+                ("fp8_gemm_rows8", rows_blocks(gpu.sms, n.div_ceil(16), 1, 3))
+            } else if m <= DECODE_ROWS {
+                ("fp8_gemm_rows", rows_blocks(gpu.sms, n.div_ceil(16), 1, 2))
+            } else {
+                ("fp8_gemm", n.div_ceil(128) * m.div_ceil(64))
+            };
+            let f = gpu.function(&KERNEL, entry, faults)?;
+            let nn = n as i32;
+            let mut b = gpu.launch_builder(&f);
+            b.arg(&q)
+                .arg(&qs)
+                .input(&wd)
+                .input(&sd)
+                .arg(&mut yv)
+                .arg(&mm)
+                .arg(&nn)
+                .arg(&kk);
+            // SAFETY: the arguments match the kernel's signature; w holds `n * k` codes and w_scale the 128x128 grid.
+            cuda::launched(entry, unsafe { b.launch(gpu.config(launch, entry, tiles)) })?;
+        }
+        y.finish(gpu)?;
     }
-    y.finish(gpu)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -46,14 +46,20 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     let (hd, rope_dim) = (c.head_dim, c.qk_rope_head_dim);
     let freqs = m.rope_for(c.compress_ratio(layer_idx));
 
-    let qa = linear::fp8(pass, &y, &a.wq_a); // [rows, q_lora]
+    let (qa, kv_raw) = linear::fp8_pair(pass, &y, &a.wq_a, &a.wkv); // [rows, q_lora], [rows, hd]
     let mut qr = dev.alloc(qa.len());
     ops::rms_norm(dev, &qa, &a.q_norm, pass.eps(), &mut qr);
-    let mut q = linear::fp8(pass, &qr, &a.wq_b); // [rows, H * hd]
+    // The indexer's queries share the query rows' act_quant.
+    let (mut q, iq) = match &a.indexer {
+        Some(idx) => {
+            let (q, iq) = linear::fp8_pair(pass, &qr, &a.wq_b, &idx.wq_b);
+            (q, Some(iq))
+        }
+        None => (linear::fp8(pass, &qr, &a.wq_b), None),
+    }; // [rows, H * hd], [rows, ih * ihd]
     ops::head_rms_norm(dev, &mut q, hd, pass.eps());
     ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
 
-    let kv_raw = linear::fp8(pass, &y, &a.wkv); // [rows, hd]
     let mut kv = dev.alloc(kv_raw.len());
     ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
     ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
@@ -62,9 +68,8 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     }
 
     let comp = a.compressor.as_ref().map(|comp| comp_rows(pass, comp, &y));
-    let index = a.indexer.as_ref().map(|idx| {
+    let index = a.indexer.as_ref().zip(iq).map(|(idx, mut iq)| {
         let ihd = c.index_head_dim;
-        let mut iq = linear::fp8(pass, &qr, &idx.wq_b); // [rows, ih * ihd]
         ops::rope(dev, &mut iq, &pass.pos, ihd, m.rope_for(4), false);
         if m.semantics.indexer_fp4_round_trip {
             ops::hadamard(dev, &mut iq, ihd);

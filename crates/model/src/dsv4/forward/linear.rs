@@ -33,6 +33,21 @@ pub(crate) fn fp8(pass: &Pass<'_>, x: &Act, w: &Fp8) -> Act {
     out
 }
 
+/// `fp8` of `x` against two weights of the same input width, act_quant'ing `x` once where the semantics quantise.
+pub(crate) fn fp8_pair(pass: &Pass<'_>, x: &Act, a: &Fp8, b: &Fp8) -> (Act, Act) {
+    if !pass.model.semantics.act_quant_gemm_inputs || a.in_dim != b.in_dim {
+        return (fp8(pass, x, a), fp8(pass, x, b));
+    }
+    let k = a.in_dim;
+    let (mut ya, mut yb) = (output(pass, x, k, a.out_dim), output(pass, x, k, b.out_dim));
+    let w = [
+        (&a.codes[..], &a.scales[..], a.out_dim),
+        (&b.codes[..], &b.scales[..], b.out_dim),
+    ];
+    ops::fp8_gemm2(&pass.device, x, w, k, [&mut ya, &mut yb]);
+    (ya, yb)
+}
+
 /// MXFP4 weight (routed experts).
 pub(crate) fn mxfp4(pass: &Pass<'_>, x: &Act, w: &Mxfp4) -> Act {
     let (n, k) = (w.out_dim, w.in_dim);

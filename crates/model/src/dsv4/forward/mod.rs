@@ -63,6 +63,8 @@ pub(crate) struct Pass<'a> {
     pub ids: Act<i32>,
     /// Host cache writes waiting for the end of the pass.
     pending: RefCell<Vec<pending::Pending>>,
+    /// Their buffers' copies to the host, queued as they were deferred (on a GPU, outside captures).
+    landed: RefCell<Vec<tensorfold_kernels::cuda::Landed<f32>>>,
 }
 
 impl<'a> Pass<'a> {
@@ -85,6 +87,7 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
+            landed: RefCell::default(),
         }
     }
 
@@ -111,6 +114,7 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
+            landed: RefCell::default(),
         }
     }
 
@@ -257,12 +261,14 @@ impl Dsv4Model {
         let (rows, d, hc) = (pass.rows(), c.hidden_size, c.hc_mult);
         let dev = &pass.device;
         dev.mark(|| "start".into());
-        let mut emb = dev.alloc(rows * d);
-        ops::embedding(dev, &self.weights.embed.bytes, d, &pass.ids, &mut emb);
-        let mut x = dev.zeros(rows * hc * d); // [rows, hc, D]: each row's embedding in every stream
-        let streams: Vec<usize> = (0..rows * hc).collect();
-        let from: Vec<usize> = streams.iter().map(|&s| s / hc).collect();
-        x.copy_rows(dev, &streams, &emb, &from, d);
+        // [rows, hc, D]: each row's embedding in every stream, one lookup a stream.
+        let ids: Vec<i32> = batch
+            .token_ids
+            .iter()
+            .flat_map(|&t| std::iter::repeat_n(t as i32, hc))
+            .collect();
+        let mut x = dev.alloc(rows * hc * d);
+        ops::embedding(dev, &self.weights.embed.bytes, d, &dev.put(ids), &mut x);
         let mut out = Output::default();
         dev.mark(|| "embedded".into());
         for (layer_idx, w) in self.weights.layers.iter().enumerate() {

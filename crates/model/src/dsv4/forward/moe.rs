@@ -28,8 +28,7 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     };
     let shared = match &w.shared {
         Some(sh) => {
-            let g = linear::fp8(pass, x, &sh.w1);
-            let u = linear::fp8(pass, x, &sh.w3);
+            let (g, u) = linear::fp8_pair(pass, x, &sh.w1, &sh.w3);
             let mut h = dev.alloc(g.len());
             ops::swiglu(dev, &g, &u, &dev.fill(rows, 1.0), limit, &mut h);
             linear::fp8(pass, &h, &sh.w2)

@@ -202,6 +202,25 @@ pub(crate) fn fp8_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k:
     }
 }
 
+/// `fp8_gemm` of `x` against two weights `(codes, scales, n)`, the activations act_quant'ed once on the GPU.
+pub(crate) fn fp8_gemm2(d: &Device, x: &Act, w: [(&[u8], &[u8], usize); 2], k: usize, out: [&mut Act; 2]) {
+    let Device::Cuda(c) = d else {
+        for ((w, scale, n), out) in w.into_iter().zip(out) {
+            fp8_gemm(d, x, w, scale, n, k, out);
+        }
+        return;
+    };
+    let held: Vec<_> = w.iter().map(|(w, s, _)| (res!(c, w), res!(c, s))).collect();
+    let weights = held
+        .iter()
+        .zip(w)
+        .zip(out)
+        .map(|(((wd, sd), (_, _, n)), out)| ((&**wd).into(), (&**sd).into(), n, out.output()))
+        .collect();
+    let r = record(&f8::cuda::KERNEL);
+    ok("fp8_gemm", f8::cuda::fp8_gemms_cuda(r, x.input(), weights, k, F));
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn dequant_gemm(
     d: &Device,
