@@ -41,8 +41,6 @@ pub struct Gpu {
     pub(crate) marks: super::timeline::Marks,
     /// Page-locked host bytes that read-backs land in.
     pub(crate) landing: super::readback::Landing,
-    /// Page-locked host bytes that a pass's early read-backs land in.
-    pub(crate) early: super::readback::Early,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -122,7 +120,6 @@ fn open() -> Result<Gpu, String> {
         chain_captures: AtomicBool::new(true),
         marks: Default::default(),
         landing: Default::default(),
-        early: Default::default(),
     })
 }
 

@@ -9,7 +9,6 @@ mod launch;
 mod libs;
 mod ranks;
 mod readback;
-pub use readback::Landed;
 mod resident;
 mod timeline;
 

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
-use tensorfold_kernels::cuda::{In, Landed, Out};
+use tensorfold_kernels::cuda::{In, Out};
 
 use super::device::Device;
 
@@ -89,14 +89,6 @@ impl<T: Elem> Act<T> {
         }
     }
 
-    /// Queues this GPU activation's copy to page-locked host memory, read by `Device::landed` after the pass's work.
-    pub fn land(&self, c: &super::device::CudaDevice) -> Landed<T> {
-        match self {
-            Act::Dev(s, n) => cuda_ok("copying back", c.gpu.land(&s.slice(..*n))),
-            Act::Host(_) => panic!("a host buffer among a GPU pass's read-backs"),
-        }
-    }
-
     /// A copy on the same device.
     pub fn duplicate(&self, d: &Device) -> Act<T> {
         match self {
@@ -171,16 +163,6 @@ impl Device {
             None => acts.into_iter().map(|a| a.into_vec(self)).collect(),
             Some(_) => self.read_back(&acts.iter().collect::<Vec<_>>()),
         }
-    }
-
-    /// The values of early read-backs (`Act::land`), with one wait for the GPU.
-    pub(crate) fn landed<T: Elem>(&self, tickets: &[Landed<T>]) -> Vec<Vec<T>> {
-        let c = self.cuda().expect("read-backs on a GPU");
-        let t = Instant::now();
-        let out = cuda_ok("copying back", c.gpu.landed(tickets));
-        READBACKS.0.fetch_add(1, Ordering::Relaxed);
-        READBACKS.1.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        out
     }
 
     /// The host values of GPU activations, copied back through the GPU's page-locked buffer with one wait.

@@ -63,8 +63,6 @@ pub(crate) struct Pass<'a> {
     pub ids: Act<i32>,
     /// Host cache writes waiting for the end of the pass.
     pending: RefCell<Vec<pending::Pending>>,
-    /// Their buffers' copies to the host, queued as they were deferred (on a GPU, outside captures).
-    landed: RefCell<Vec<tensorfold_kernels::cuda::Landed<f32>>>,
 }
 
 impl<'a> Pass<'a> {
@@ -87,7 +85,6 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
-            landed: RefCell::default(),
         }
     }
 
@@ -114,7 +111,6 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
-            landed: RefCell::default(),
         }
     }
 

@@ -35,20 +35,6 @@ pub(crate) enum Pending {
     },
 }
 
-impl Pending {
-    /// The buffers `settle` reads back, in its order.
-    fn acts(&self) -> Vec<&Act> {
-        match self {
-            Pending::Window { kv, .. } => vec![kv],
-            Pending::Compressor { kv, gate, fresh, .. } => {
-                let mut v = vec![kv, gate];
-                v.extend(fresh.as_ref().map(|f| &f.entries));
-                v
-            }
-        }
-    }
-}
-
 /// The compressor state of `kind` in layer `layer_idx` of group `g`'s sequence.
 pub(crate) fn state<'c>(
     cache: &'c mut Dsv4Cache,
@@ -67,11 +53,8 @@ pub(crate) fn state<'c>(
 }
 
 impl Pass<'_> {
-    /// Queues a host write for the end of the pass; on a GPU its buffers start for the host at once.
+    /// Queues a host write for the end of the pass.
     pub(crate) fn defer(&self, p: Pending) {
-        if let Some(c) = self.device.cuda().filter(|c| !c.gpu.capturing()) {
-            self.landed.borrow_mut().extend(p.acts().into_iter().map(|a| a.land(c)));
-        }
         self.pending.borrow_mut().push(p);
     }
 
@@ -124,17 +107,8 @@ impl Pass<'_> {
             }
         }
         let extras = extra.len();
-        let landed = self.landed.take();
-        let mut values = match self.device.cuda() {
-            Some(c) if landed.len() == acts.len() => {
-                let tickets: Vec<_> = landed.into_iter().chain(extra.iter().map(|a| a.land(c))).collect();
-                self.device.landed(&tickets)
-            }
-            _ => {
-                acts.extend(extra);
-                self.device.read_all(acts)
-            }
-        };
+        acts.extend(extra);
+        let mut values = self.device.read_all(acts);
         let extra = values.split_off(values.len() - extras);
         self.device.mark(|| "read back".into());
         let mut values = values.into_iter();
