@@ -5,19 +5,7 @@
 __device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k, int hd, int lane) {
     unsigned half = 0xffffu << (threadIdx.x & 16);
     float acc = 0.0f;
-    int i = lane;
-    // Loads run 16 ahead of the FMAs; the chain's order is the same.
-    for (; i + 15 * 16 < hd; i += 16 * 16) {
-        float qv[16], kv[16];
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-            qv[u] = q[i + 16 * u];
-            kv[u] = k[i + 16 * u];
-        }
-#pragma unroll
-        for (int u = 0; u < 16; ++u) acc = fmaf(qv[u], kv[u], acc);
-    }
-    for (; i < hd; i += 16) acc = fmaf(q[i], k[i], acc);
+    for (int i = lane; i < hd; i += 16) acc = fmaf(q[i], k[i], acc);
     for (int o = 8; o > 0; o >>= 1) acc += __shfl_down_sync(half, acc, o, 16);
     return acc;
 }
@@ -104,19 +92,8 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
             float y = 0.0f;
             for (int k0 = 0; k0 < len; k0 += split) {
                 float acc = 0.0f;
-                int end = min(k0 + split, len), k = k0;
-                // Values load 16 entries ahead of their FMAs, which keep list order.
-                for (; k + 16 <= end; k += 16) {
-                    float pv[16], vv[16];
-#pragma unroll
-                    for (int u = 0; u < 16; ++u) {
-                        pv[u] = p[k + u];
-                        vv[u] = kv[(size_t)lst[k + u] * hd + c];
-                    }
-#pragma unroll
-                    for (int u = 0; u < 16; ++u) acc = fmaf(pv[u], vv[u], acc);
-                }
-                for (; k < end; ++k) acc = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc);
+                int end = min(k0 + split, len);
+                for (int k = k0; k < end; ++k) acc = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc);
                 y = k0 == 0 ? acc : y + acc;
             }
             o[(size_t)item * hd + c] = y;
