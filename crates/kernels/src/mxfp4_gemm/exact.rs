@@ -279,23 +279,9 @@ const _: () = assert!(LAYOUT.per_lane == 8);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mxfp4_gemm::testdata::{bytes, layout, rounding_lanes};
     use crate::mxfp4_gemm::x86::rows_avx512;
     use tensorfold_formats::{e4m3, e8m0};
-
-    /// Deterministic bytes.
-    fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        let mut rng = crate::rng::Rng::new(seed, 0);
-        (0..len).map(|_| rng.next_u64() as u8).collect()
-    }
-
-    /// Element values as the decoded bf16 row in `LAYOUT` order.
-    fn layout(values: &[f32]) -> Vec<u16> {
-        let mut a = vec![0u16; values.len()];
-        for (i, v) in values.iter().enumerate() {
-            a[LAYOUT.position(i)] = (v.to_bits() >> 16) as u16;
-        }
-        a
-    }
 
     /// Both kernels over 16 random rows; returns (integer path bits, FMA path bits, exact chunks, two-digit chunks).
     fn run(values: &[f32], weights: &[u8], force_exact: bool) -> (Vec<u32>, Vec<u32>, usize, usize) {
@@ -341,35 +327,8 @@ mod tests {
         if !available() {
             return;
         }
-        // Seven activations of 384-448 and one subnormal per lane, against 6 and (for the subnormal) 0.5: sums above 2^14 with a 2^-10 bit.
         let k = 512;
-        let values: Vec<f32> = bytes(5, k)
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| e4m3::TABLE[if i % 8 == 7 { 1 + (b & 0x6) } else { 0x7C + b % 3 } as usize])
-            .collect();
-        let w: Vec<u8> = bytes(6, PAIRS * k / 2)
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| match (b % 7, i % 4) {
-                (0, _) => b,
-                (_, 3) => 0x17,
-                _ => 0x77,
-            })
-            .collect();
-        // Some lane's exact sum (in 2^-10 units) is not an f32, so the conversion rounds.
-        let rounds = (0..PAIRS * k / 8).any(|lane| {
-            let (row, l) = (lane / (k / 8), lane % (k / 8));
-            let p: i64 = (0..8)
-                .map(|q| {
-                    let e = 8 * l + q;
-                    let nib = (w[row * k / 2 + e / 2] >> (4 * (e % 2))) & 0xF;
-                    (values[e] * 512.0) as i64 * (2.0 * e2m1::TABLE[nib as usize]) as i64
-                })
-                .sum();
-            p as f32 as i64 != p
-        });
-        assert!(rounds, "no lane rounds: the test shows nothing");
+        let (values, w) = rounding_lanes(k);
         let (got, want, exact, _) = run(&values, &w, false);
         assert_eq!(exact, k / CHUNK);
         assert_eq!(got, want);

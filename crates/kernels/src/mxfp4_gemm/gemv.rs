@@ -30,6 +30,51 @@ fn streams(len: usize, row_bytes: usize) -> [Range<usize>; PAIRS] {
     from_fn(|s| start(s)..start(s + 1))
 }
 
+/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs.
+fn streamed(
+    w: &[u8],
+    w_scale: &[u8],
+    k: usize,
+    cols: Range<usize>,
+    out: &mut [f32],
+    decode: impl Fn(&[&[u8]; GROUP], &mut [f32]) -> usize,
+    rows: impl Fn(&[f32], &[&[u8]; PAIRS]) -> [f32; PAIRS],
+) {
+    let (blocks, row_bytes) = (k / BLOCK, k / 2);
+    let len = cols.len();
+    assert!(len > 0 && out.len() == len && cols.end * row_bytes <= w.len() && cols.end * blocks <= w_scale.len());
+    // Slot s of a pass reads stream s's columns in order; a stream shorter than the longest repeats a column unstored.
+    let streams = streams(len, row_bytes);
+    let passes = streams.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut swt = vec![0f32; blocks * GROUP];
+    for step in 0..passes {
+        let idx: [usize; PAIRS] = from_fn(|s| match streams[s].is_empty() {
+            true => len - 1,
+            false => (streams[s].start + step).min(streams[s].end - 1),
+        });
+        let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
+        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
+        for r in &scale_rows {
+            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
+            for line in (0..blocks).step_by(64) {
+                // SAFETY: SSE is part of x86_64.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8) };
+            }
+        }
+        for kb in decode(&scale_rows, &mut swt)..blocks {
+            for (d, r) in swt[kb * GROUP..][..GROUP].iter_mut().zip(&scale_rows) {
+                *d = e8m0::TABLE[r[kb] as usize];
+            }
+        }
+        let got = rows(&swt, &from_fn(|s| &w[(cols.start + idx[s]) * row_bytes..][..row_bytes]));
+        for (s, &v) in got.iter().enumerate() {
+            if streams[s].start + step < streams[s].end {
+                out[idx[s]] = v;
+            }
+        }
+    }
+}
+
 /// Columns `cols` of one activation row (`a`, scales `sa`) against `w` [n, k/2] with scales [n, k/32], as `rows_avx512` per column.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub unsafe fn gemv_avx512(
@@ -41,53 +86,24 @@ pub unsafe fn gemv_avx512(
     cols: Range<usize>,
     out: &mut [f32],
 ) {
-    let (blocks, row_bytes) = (k / BLOCK, k / 2);
-    let len = cols.len();
-    assert!(len > 0 && out.len() == len && cols.end * row_bytes <= w.len() && cols.end * blocks <= w_scale.len());
-    // Slot s of a pass reads stream s's columns in order; a stream shorter than the longest repeats a column unstored.
-    let streams = streams(len, row_bytes);
-    let passes = streams.iter().map(|r| r.len()).max().unwrap_or(0);
-    let mut swt = vec![0f32; blocks * GROUP];
     // SAFETY: `available` checked the features `planes` needs.
     let planes = exact::available().then(|| unsafe { exact::planes(a, k.div_ceil(CHUNK)) });
     let planes = planes.filter(|p| p.exact_chunks() > 0);
-    for step in 0..passes {
-        let idx: [usize; PAIRS] = from_fn(|s| match streams[s].is_empty() {
-            true => len - 1,
-            false => (streams[s].start + step).min(streams[s].end - 1),
-        });
-        let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
-        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
-        for r in &scale_rows {
-            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
-            for line in (0..blocks).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
-            }
-        }
-        // SAFETY: avx512f, avx512bw and avx2 are enabled here.
-        let done = match unsafe { decode_scales_plain(&scale_rows, &mut swt) } {
-            0 => unsafe { decode_scales(&scale_rows, &mut swt) },
+    // SAFETY: the callers checked avx512f, avx512bw and avx2; the decoders check what they read.
+    let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe {
+        match decode_scales_plain(rows, swt) {
+            0 => decode_scales(rows, swt),
             plain => plain,
-        };
-        for kb in done..blocks {
-            for (d, r) in swt[kb * GROUP..][..GROUP].iter_mut().zip(&scale_rows) {
-                *d = e8m0::TABLE[r[kb] as usize];
-            }
         }
-        let row = |s: usize| &w[(cols.start + idx[s]) * row_bytes..][..row_bytes];
-        // SAFETY: avx512f is enabled here, `planes` exist only where `rows_exact` runs; both check what they read.
-        let got = unsafe {
-            match &planes {
-                Some(p) => exact::rows_exact(a, sa, p, &swt, &from_fn(row), k, AHEAD),
-                None => rows_avx512(a, sa, &swt, 0, PAIRS, &row, k, Some(AHEAD)),
-            }
-        };
-        for (s, &v) in got.iter().enumerate() {
-            if streams[s].start + step < streams[s].end {
-                out[idx[s]] = v;
-            }
+    };
+    // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
+    let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
+        match &planes {
+            Some(p) => exact::rows_exact(a, sa, p, swt, rows, k, AHEAD),
+            None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
-    }
+    };
+    streamed(w, w_scale, k, cols, out, decode, rows);
 }
 
 /// Columns `cols` of one activation row against `w` on AVX2, as `pairs_avx2` per column: integer lanes where the chunk allows, 16 streams a pass.
@@ -101,43 +117,14 @@ pub unsafe fn gemv_avx2(
     cols: Range<usize>,
     out: &mut [f32],
 ) {
-    let (blocks, row_bytes) = (k / BLOCK, k / 2);
-    let len = cols.len();
-    assert!(len > 0 && out.len() == len && cols.end * row_bytes <= w.len() && cols.end * blocks <= w_scale.len());
-    let streams = streams(len, row_bytes);
-    let passes = streams.iter().map(|r| r.len()).max().unwrap_or(0);
-    let mut swt = vec![0f32; blocks * GROUP];
     // SAFETY: avx2 and fma are enabled here.
     let digits = unsafe { exact2::digits(a, k / CHUNK) };
     let digits = Some(&digits).filter(|d| d.exact_chunks() > 0);
-    for step in 0..passes {
-        let idx: [usize; PAIRS] = from_fn(|s| match streams[s].is_empty() {
-            true => len - 1,
-            false => (streams[s].start + step).min(streams[s].end - 1),
-        });
-        let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
-        for r in &scale_rows {
-            let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
-            for line in (0..blocks).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
-            }
-        }
-        // SAFETY: avx2 is enabled here.
-        let done = unsafe { decode_scales(&scale_rows, &mut swt) };
-        for kb in done..blocks {
-            for (d, r) in swt[kb * GROUP..][..GROUP].iter_mut().zip(&scale_rows) {
-                *d = e8m0::TABLE[r[kb] as usize];
-            }
-        }
-        let rows: [&[u8]; PAIRS] = from_fn(|s| &w[(cols.start + idx[s]) * row_bytes..][..row_bytes]);
-        // SAFETY: avx2 and fma are enabled here; `rows_avx2` checks what it reads.
-        let got = unsafe { exact2::rows_avx2(a, sa, digits, &swt, &rows, k, AHEAD) };
-        for (s, &v) in got.iter().enumerate() {
-            if streams[s].start + step < streams[s].end {
-                out[idx[s]] = v;
-            }
-        }
-    }
+    // SAFETY: the callers checked avx2 and fma; the decoder checks what it reads.
+    let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe { decode_scales(rows, swt) };
+    // SAFETY: as above; `rows_avx2` checks what it reads.
+    let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe { exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD) };
+    streamed(w, w_scale, k, cols, out, decode, rows);
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ mod exact2;
 #[cfg(target_arch = "x86_64")]
 mod gemv;
 mod slots;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod testdata;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
