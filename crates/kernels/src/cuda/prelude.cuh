@@ -22,10 +22,9 @@ __device__ __forceinline__ float tf_warp_sum(float v) {
     return v;
 }
 
-// acc + a[i] * b[i] over i = first, first + stride, ... < n as one FMA chain in that order, loading 8 terms ahead.
+// acc + a[i] * b[i] over i = first, first + stride, ... < n as one FMA chain in that order, loading 32 (then 8) terms ahead.
 __device__ __forceinline__ float tf_strided_dot(const float* a, const float* b, int n, int first, int stride, float acc) {
     int i = first;
-    // Loads run 32 (then 8) ahead of the FMAs; the chain's order is the same at any depth.
     for (; i + 31 * stride < n; i += 32 * stride) {
         float av[32], bv[32];
 #pragma unroll

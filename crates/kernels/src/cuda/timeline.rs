@@ -27,7 +27,7 @@ pub struct Mark {
     pub gpu_us: f64,
 }
 
-/// Starts (clearing earlier marks) or stops recording marks; `kernels` adds one after each kernel launch, named by its entry.
+/// Starts or stops recording marks (`Gpu::take_marks` collects them); `kernels` adds one after each kernel launch, named by its entry.
 pub fn record_marks(on: bool, kernels: bool) {
     ON.0.store(on, Ordering::Relaxed);
     ON.1.store(on && kernels, Ordering::Relaxed);
