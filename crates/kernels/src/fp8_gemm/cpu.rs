@@ -104,6 +104,12 @@ impl BlockWeights for Fp8Weights<'_> {
             unsafe { super::gemv::gemv_avx512(a, sa, self.w, self.w_scale, self.k, cols, out) };
             return true;
         }
+        #[cfg(target_arch = "x86_64")]
+        if simd == SimdPath::Avx2 && !faults.on("order_by_tile") && !faults.on("drop_tail_block") {
+            // SAFETY: the driver asserted the path is available; `gemv_avx2` checks every bound it reads.
+            unsafe { super::gemv::gemv_avx2(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            return true;
+        }
         let _ = (simd, a, sa, cols, out, faults);
         false
     }

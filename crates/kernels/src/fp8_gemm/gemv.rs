@@ -1,4 +1,4 @@
-//! The AVX-512 FP8 GEMV over a thread's columns: four weight rows a quarter of the range apart per pass, so four pages stream at once.
+//! The AVX-512 and AVX2 FP8 GEMVs over a thread's columns: four weight rows a quarter of the range apart per pass, so four pages stream at once.
 
 use std::arch::x86_64::*;
 use std::array::from_fn;
@@ -7,8 +7,8 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::BLOCK;
-use super::x86::{TO_TOP, block_ptrs, block4, prefetch};
-use crate::gemm::x86::reduce4;
+use super::x86::{E4M3_BITS, TO_TOP, block_ptrs, block4, prefetch};
+use crate::gemm::x86::{bf16_pair8, reduce4, reduce4x8};
 
 /// Bytes ahead in each of the four streams that a pass asks the cache for.
 const AHEAD: usize = 2048;
@@ -68,5 +68,197 @@ pub unsafe fn gemv_avx512(
                 out[idx[j]] = v;
             }
         }
+    }
+}
+
+/// Columns `cols` of one activation row against `w`, as `rows_avx2` per column; the activations are decoded once a call.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn gemv_avx2(
+    a: &[u16],
+    sa: &[f32],
+    w: &[u8],
+    w_scale: &[u8],
+    k: usize,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
+    let len = cols.len();
+    assert!(len > 0 && out.len() == len && a.len() >= blocks * BLOCK && sa.len() >= blocks);
+    assert!(cols.end * k <= w.len() && w_scale.len() >= cols.end.div_ceil(BLOCK) * blocks);
+    let act = lane_acts(a, blocks);
+    let quarter = len.div_ceil(4);
+    let mut swd = vec![0f32; 4 * blocks];
+    let mut scale_row = [usize::MAX; 4];
+    let mut pad = [[0u8; BLOCK]; 4];
+    for t in 0..quarter {
+        let idx: [usize; 4] = from_fn(|j| (j * quarter + t).min(len - 1));
+        let rows: [&[u8]; 4] = from_fn(|j| &w[(cols.start + idx[j]) * k..][..k]);
+        for (j, &i) in idx.iter().enumerate() {
+            let sr = (cols.start + i) / BLOCK;
+            if sr != scale_row[j] {
+                scale_row[j] = sr;
+                for (kb, &c) in w_scale[sr * blocks..][..blocks].iter().enumerate() {
+                    swd[4 * kb + j] = e8m0::TABLE[c as usize];
+                }
+            }
+        }
+        let mut acc = _mm_setzero_ps();
+        for (kb, &sa) in sa.iter().enumerate().take(blocks) {
+            let wb = block_ptrs(&rows, kb, full, k, &mut pad);
+            for p in wb {
+                prefetch(p.wrapping_add(AHEAD));
+            }
+            // SAFETY: every weight pointer has a whole (or padded) block; `act` holds 16 vectors a block.
+            let inner = reduce4x8(unsafe { block4_avx2(&act[16 * kb..][..16], &wb) });
+            // SAFETY: swd holds four scales a block.
+            let sw = unsafe { _mm_loadu_ps(swd.as_ptr().add(4 * kb)) };
+            acc = _mm_fmadd_ps(inner, _mm_mul_ps(_mm_set1_ps(sa), sw), acc);
+        }
+        let mut four = [0f32; 4];
+        // SAFETY: four floats.
+        unsafe { _mm_storeu_ps(four.as_mut_ptr(), acc) };
+        for (j, &v) in four.iter().enumerate() {
+            if j * quarter + t < len {
+                out[idx[j]] = v;
+            }
+        }
+    }
+}
+
+/// The activations of `lanes8` in the order a block uses them: vector 8 chunk + 2 p + half.
+#[target_feature(enable = "avx2,fma")]
+fn lane_acts(a: &[u16], blocks: usize) -> Vec<__m256> {
+    let mut act = Vec::with_capacity(16 * blocks);
+    for chunk in 0..2 * blocks {
+        // SAFETY: the caller asserted `blocks` whole blocks of activations.
+        let v = unsafe {
+            let at = a.as_ptr().add(64 * chunk);
+            [
+                bf16_pair8(at),
+                bf16_pair8(at.add(16)),
+                bf16_pair8(at.add(32)),
+                bf16_pair8(at.add(48)),
+            ]
+        };
+        let [[l1, l0], [h1, h0], [l3, l2], [h3, h2]] = v;
+        act.extend([l0, h0, l1, h1, l2, h2, l3, h3]);
+    }
+    act
+}
+
+/// One block's once-folded lane vectors (lane j + lane j + 8) for four weight rows, as `lanes8` per row.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
+    let mut lo = [_mm256_setzero_ps(); 4];
+    let mut hi = [_mm256_setzero_ps(); 4];
+    for chunk in 0..2 {
+        let x = &act[8 * chunk..][..8];
+        for j in 0..4 {
+            // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
+            let (dl, dh) = unsafe {
+                (
+                    _mm256_loadu_si256(w[j].add(64 * chunk) as *const __m256i),
+                    _mm256_loadu_si256(w[j].add(64 * chunk + 32) as *const __m256i),
+                )
+            };
+            let (wl, wh) = (bytes4(dl), bytes4(dh));
+            for p in 0..4 {
+                lo[j] = _mm256_fmadd_ps(x[2 * p], wl[p], lo[j]);
+                hi[j] = _mm256_fmadd_ps(x[2 * p + 1], wh[p], hi[j]);
+            }
+        }
+    }
+    from_fn(|j| _mm256_add_ps(lo[j], hi[j]))
+}
+
+/// `byte8::<P>` for P = 0..4, from two 16-bit arithmetic shifts: each puts the top byte of a word at word bits 4..11.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn bytes4(d: __m256i) -> [__m256; 4] {
+    let bits = _mm256_set1_epi32(E4M3_BITS);
+    let odd = _mm256_srai_epi16::<4>(d);
+    let even = _mm256_srai_epi16::<4>(_mm256_slli_epi16::<8>(d));
+    let f = |x: __m256i| _mm256_castsi256_ps(_mm256_and_si256(x, bits));
+    [
+        f(_mm256_slli_epi32::<16>(even)),
+        f(_mm256_slli_epi32::<16>(odd)),
+        f(even),
+        f(odd),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fp8_gemm::x86::{RowScales, rows_avx2};
+    use crate::gemm::{GROUP, PAIRS};
+
+    /// Deterministic bytes.
+    fn bytes(seed: u64, len: usize) -> Vec<u8> {
+        let mut rng = crate::rng::Rng::new(seed, 0);
+        (0..len).map(|_| rng.next_u64() as u8).collect()
+    }
+
+    /// `gemv_avx2` over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).
+    fn both(n: usize, k: usize, cols: Range<usize>, seed: u64, nan: bool) -> (Vec<u32>, Vec<u32>) {
+        let blocks = k.div_ceil(BLOCK);
+        // Every finite code in the weights and (as bf16) in the activations; NaN only where `nan`.
+        let finite = |c: &u8| if nan || c & 0x7F != 0x7F { *c } else { c ^ 1 };
+        let w: Vec<u8> = bytes(seed, n * k).iter().map(finite).collect();
+        let a: Vec<u16> = bytes(seed + 1, blocks * BLOCK)
+            .iter()
+            .map(finite)
+            .map(|c| (tensorfold_formats::e4m3::decode(c).to_bits() >> 16) as u16)
+            .collect();
+        let sa: Vec<f32> = (0..blocks).map(|b| 2f32.powi(b as i32 % 7 - 3)).collect();
+        let w_scale: Vec<u8> = bytes(seed + 2, n.div_ceil(BLOCK) * blocks)
+            .iter()
+            .map(|&b| 120 + b % 16)
+            .collect();
+        let mut got = vec![0f32; cols.len()];
+        // SAFETY: the caller checked avx2 and fma.
+        unsafe { gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) };
+        let mut want = Vec::new();
+        for c in cols {
+            let mut swt = vec![0f32; blocks * GROUP];
+            for kb in 0..blocks {
+                swt[kb * GROUP] = e8m0::TABLE[w_scale[c / BLOCK * blocks + kb] as usize];
+            }
+            let scales = RowScales {
+                sa: &sa,
+                swt: &swt,
+                off: 0,
+            };
+            // SAFETY: as above; the row is `k` bytes.
+            let out: [f32; PAIRS] = unsafe { rows_avx2(&a, &[&w[c * k..][..k]], k, &scales) };
+            want.push(out[0]);
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect();
+        (bits(&got), bits(&want))
+    }
+
+    #[test]
+    fn avx2_gemv_gives_the_row_paths_bits() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        for (n, k, cols, seed) in [
+            (300, 512, 0..300, 1),
+            (133, 200, 5..133, 2),
+            (7, 1000, 1..4, 3),
+            (258, 128, 128..258, 4),
+        ] {
+            let (got, want) = both(n, k, cols, seed, false);
+            assert!(
+                got.iter().all(|b| f32::from_bits(*b).is_finite()),
+                "seed {seed}: finite outputs"
+            );
+            assert_eq!(got, want, "n={n} k={k} seed={seed}");
+        }
+        let (got, want) = both(40, 384, 0..40, 5, true);
+        assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
+        assert_eq!(got, want, "with NaN codes");
     }
 }

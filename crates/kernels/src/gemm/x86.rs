@@ -82,6 +82,18 @@ pub fn reduce8(t: [__m256; 8]) -> __m256 {
     _mm256_add_ps(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
 }
 
+/// Four `hsum8` tree sums at once: lane i of the result is `hsum8(t[i])`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub fn reduce4x8(t: [__m256; 4]) -> __m128 {
+    // Lanes (j, j + 4).
+    let q = t.map(|v| _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)));
+    // Lanes (j, j + 2), then (0, 1).
+    let u0 = _mm_add_ps(_mm_shuffle_ps::<0x44>(q[0], q[1]), _mm_shuffle_ps::<0xEE>(q[0], q[1]));
+    let u1 = _mm_add_ps(_mm_shuffle_ps::<0x44>(q[2], q[3]), _mm_shuffle_ps::<0xEE>(q[2], q[3]));
+    _mm_add_ps(_mm_shuffle_ps::<0x88>(u0, u1), _mm_shuffle_ps::<0xDD>(u0, u1))
+}
+
 /// Transposes 16 rows of 16 bytes: output row c holds byte c of every input row.
 #[inline]
 pub fn transpose16(mut x: [__m128i; 16]) -> [__m128i; 16] {
@@ -252,6 +264,38 @@ mod tests {
         let mut out = [0f32; 8];
         // SAFETY: out holds 8 floats.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), reduce8(t)) };
+        out
+    }
+
+    #[test]
+    fn reduce4x8_is_four_reduce_lanes() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        let v = values(13, 64);
+        let want: Vec<u32> = v
+            .chunks(16)
+            .map(|c| reduce_lanes(c.try_into().unwrap()).to_bits())
+            .collect();
+        // SAFETY: avx2 and fma are present, checked above.
+        let got = unsafe { run4x8(&v) };
+        assert_eq!(got.map(f32::to_bits).to_vec(), want);
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run4x8(v: &[f32]) -> [f32; 4] {
+        let t: [__m256; 4] = std::array::from_fn(|i| {
+            // SAFETY: v holds 64 floats.
+            unsafe {
+                _mm256_add_ps(
+                    _mm256_loadu_ps(v.as_ptr().add(16 * i)),
+                    _mm256_loadu_ps(v.as_ptr().add(16 * i + 8)),
+                )
+            }
+        });
+        let mut out = [0f32; 4];
+        // SAFETY: out holds 4 floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), reduce4x8(t)) };
         out
     }
 

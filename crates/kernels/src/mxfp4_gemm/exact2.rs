@@ -113,35 +113,58 @@ fn weight_table() -> [u8; 32] {
     from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
 }
 
-/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there): the FMA chain's bits, the integer sum of A * W times 2^-10.
+/// One chunk's digit planes and lane offsets at lane 8g, loaded once for every column.
+struct Planes {
+    d: [[__m256i; 2]; 3],
+    offset: __m256i,
+    three: bool,
+}
+
+/// The digit planes of `ch` at lane 8g (the third only when `three`).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn lanes_int(d: __m256i, ch: &ChunkDigits, g: usize, three: bool, t: __m256i) -> __m256 {
+fn planes(ch: &ChunkDigits, g: usize, three: bool) -> Planes {
+    let load = |p: usize, h: usize| {
+        // SAFETY: 32 bytes at lane 8g of plane p, half h.
+        unsafe { _mm256_load_si256(ch.d[p][h].as_ptr().add(32 * g) as *const __m256i) }
+    };
+    let third = if three {
+        [load(2, 0), load(2, 1)]
+    } else {
+        [_mm256_setzero_si256(); 2]
+    };
+    Planes {
+        d: [[load(0, 0), load(0, 1)], [load(1, 0), load(1, 1)], third],
+        // SAFETY: 8 ints at lane 8g.
+        offset: unsafe { _mm256_load_si256(ch.offset.as_ptr().add(8 * g) as *const __m256i) },
+        three,
+    }
+}
+
+/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): the FMA chain's bits times 2^10, the integer sum of A * W.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn lanes_int(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
     let m = _mm256_set1_epi8(0x0F);
     let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
     let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
+    // Pair sums stay within 2 * 24 * 128 and their sum within i16; VPMADDWD then adds each lane's four pairs.
     let plane = |p: usize| {
-        // SAFETY: 32 bytes at lane 8g of both halves of plane p.
-        let (dl, dh) = unsafe {
-            (
-                _mm256_load_si256(ch.d[p][0].as_ptr().add(32 * g) as *const __m256i),
-                _mm256_load_si256(ch.d[p][1].as_ptr().add(32 * g) as *const __m256i),
-            )
-        };
-        // Pair sums stay within 2 * 24 * 128 and their sum within i16; VPMADDWD then adds each lane's four pairs.
-        _mm256_add_epi16(_mm256_maddubs_epi16(lo, dl), _mm256_maddubs_epi16(hi, dh))
+        _mm256_add_epi16(
+            _mm256_maddubs_epi16(lo, pl.d[p][0]),
+            _mm256_maddubs_epi16(hi, pl.d[p][1]),
+        )
     };
-    // SAFETY: 8 ints at lane 8g.
-    let mut s = unsafe { _mm256_load_si256(ch.offset.as_ptr().add(8 * g) as *const __m256i) };
+    let mut s = pl.offset;
     s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(0), _mm256_set1_epi16(1)));
     s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(1), _mm256_set1_epi16(256)));
-    if three {
+    if pl.three {
         s = _mm256_add_epi32(
             s,
             _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(2), _mm256_set1_epi16(1))),
         );
     }
-    _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(1.0 / 1024.0))
+    _mm256_cvtepi32_ps(s)
 }
 
 /// Lanes 0..7 and 8..15 of one row's chunk by the FMA chain (as `pairs_avx2`): activations at `a`, weight bytes `bytes`.
@@ -206,34 +229,41 @@ pub(super) unsafe fn rows_avx2(
     // Lane j of acc[h]: column 8h + j.
     let mut acc = [_mm256_setzero_ps(); 2];
     for (c, &sa) in sa.iter().enumerate().take(chunks) {
-        let exact = digits.filter(|d| c < full && d.exact[c]);
-        // Column j's lanes 0..7 and 8..15.
-        let lanes = |j: usize| -> [__m256; 2] {
-            match exact {
-                Some(dg) => from_fn(|g| {
-                    let p = rows[j].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
-                    // A prefetch never faults.
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
-                    // SAFETY: c < full: 32 bytes of the row at p; `lanes_int` reads chunk c's digits.
-                    unsafe {
-                        lanes_int(
-                            _mm256_loadu_si256(p as *const __m256i),
-                            &dg.chunks[c],
-                            g,
-                            dg.three[c],
-                            t,
-                        )
-                    }
-                }),
-                // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
-                None => unsafe { lanes_fma(a.as_ptr().add(c * CHUNK), &chunk_bytes(rows[j], c), mag) },
-            }
-        };
         // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
-        let r: [[__m256; 2]; 4] = from_fn(|i| {
-            let v: [[__m256; 2]; 4] = from_fn(|q| lanes(4 * i + q));
-            from_fn(|g| quarters4(from_fn(|q| v[q][g])))
-        });
+        let mut r = [[_mm256_setzero_ps(); 2]; 4];
+        match digits.filter(|d| c < full && d.exact[c]) {
+            Some(dg) => {
+                for row in rows {
+                    // A prefetch never faults.
+                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
+                }
+                for g in 0..2 {
+                    let pl = planes(&dg.chunks[c], g, dg.three[c]);
+                    for (i, ri) in r.iter_mut().enumerate() {
+                        let mut four = [_mm256_setzero_ps(); 4];
+                        for (q, f) in four.iter_mut().enumerate() {
+                            let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
+                            // SAFETY: c < full: 32 bytes of the row at lane 8g of chunk c.
+                            *f = lanes_int(unsafe { _mm256_loadu_si256(p as *const __m256i) }, &pl, t);
+                        }
+                        // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
+                        ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
+                    }
+                }
+            }
+            None => {
+                for (i, ri) in r.iter_mut().enumerate() {
+                    let mut v = [[_mm256_setzero_ps(); 2]; 4];
+                    for (q, vq) in v.iter_mut().enumerate() {
+                        // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
+                        *vq = unsafe { lanes_fma(a.as_ptr().add(c * CHUNK), &chunk_bytes(rows[4 * i + q], c), mag) };
+                    }
+                    for (g, rg) in ri.iter_mut().enumerate() {
+                        *rg = quarters4([v[0][g], v[1][g], v[2][g], v[3][g]]);
+                    }
+                }
+            }
+        }
         let s = _mm256_set1_ps(sa);
         for (h, acc) in acc.iter_mut().enumerate() {
             for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {
