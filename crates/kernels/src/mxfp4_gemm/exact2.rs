@@ -117,18 +117,17 @@ fn weight_table() -> [u8; 32] {
 struct Planes {
     d: [[__m256i; 2]; 3],
     offset: __m256i,
-    three: bool,
 }
 
-/// The digit planes of `ch` at lane 8g (the third only when `three`).
+/// The digit planes of `ch` at lane 8g (the third only when `THREE`).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn planes(ch: &ChunkDigits, g: usize, three: bool) -> Planes {
+fn planes<const THREE: bool>(ch: &ChunkDigits, g: usize) -> Planes {
     let load = |p: usize, h: usize| {
         // SAFETY: 32 bytes at lane 8g of plane p, half h.
         unsafe { _mm256_load_si256(ch.d[p][h].as_ptr().add(32 * g) as *const __m256i) }
     };
-    let third = if three {
+    let third = if THREE {
         [load(2, 0), load(2, 1)]
     } else {
         [_mm256_setzero_si256(); 2]
@@ -137,14 +136,13 @@ fn planes(ch: &ChunkDigits, g: usize, three: bool) -> Planes {
         d: [[load(0, 0), load(0, 1)], [load(1, 0), load(1, 1)], third],
         // SAFETY: 8 ints at lane 8g.
         offset: unsafe { _mm256_load_si256(ch.offset.as_ptr().add(8 * g) as *const __m256i) },
-        three,
     }
 }
 
 /// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): the FMA chain's bits times 2^10, the integer sum of A * W.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn lanes_int(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
+fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
     let m = _mm256_set1_epi8(0x0F);
     let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
     let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
@@ -158,13 +156,44 @@ fn lanes_int(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
     let mut s = pl.offset;
     s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(0), _mm256_set1_epi16(1)));
     s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(1), _mm256_set1_epi16(256)));
-    if pl.three {
+    if THREE {
         s = _mm256_add_epi32(
             s,
             _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(2), _mm256_set1_epi16(1))),
         );
     }
     _mm256_cvtepi32_ps(s)
+}
+
+/// Integer lanes of chunk c of the 16 rows: r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn chunk_int<const THREE: bool>(
+    rows: &[&[u8]; PAIRS],
+    c: usize,
+    ch: &ChunkDigits,
+    t: __m256i,
+    ahead: usize,
+) -> [[__m256; 2]; 4] {
+    for row in rows {
+        // A prefetch never faults.
+        _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
+    }
+    let mut r = [[_mm256_setzero_ps(); 2]; 4];
+    for g in 0..2 {
+        let pl = planes::<THREE>(ch, g);
+        for (i, ri) in r.iter_mut().enumerate() {
+            let mut four = [_mm256_setzero_ps(); 4];
+            for (q, f) in four.iter_mut().enumerate() {
+                let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
+                // SAFETY: the caller's chunk c is whole: 32 bytes of the row at lane 8g.
+                *f = lanes_int::<THREE>(unsafe { _mm256_loadu_si256(p as *const __m256i) }, &pl, t);
+            }
+            // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
+            ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
+        }
+    }
+    r
 }
 
 /// Lanes 0..7 and 8..15 of one row's chunk by the FMA chain (as `pairs_avx2`): activations at `a`, weight bytes `bytes`.
@@ -232,25 +261,8 @@ pub(super) unsafe fn rows_avx2(
         // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
         let mut r = [[_mm256_setzero_ps(); 2]; 4];
         match digits.filter(|d| c < full && d.exact[c]) {
-            Some(dg) => {
-                for row in rows {
-                    // A prefetch never faults.
-                    _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
-                }
-                for g in 0..2 {
-                    let pl = planes(&dg.chunks[c], g, dg.three[c]);
-                    for (i, ri) in r.iter_mut().enumerate() {
-                        let mut four = [_mm256_setzero_ps(); 4];
-                        for (q, f) in four.iter_mut().enumerate() {
-                            let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
-                            // SAFETY: c < full: 32 bytes of the row at lane 8g of chunk c.
-                            *f = lanes_int(unsafe { _mm256_loadu_si256(p as *const __m256i) }, &pl, t);
-                        }
-                        // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
-                        ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
-                    }
-                }
-            }
+            Some(dg) if dg.three[c] => r = chunk_int::<true>(rows, c, &dg.chunks[c], t, ahead),
+            Some(dg) => r = chunk_int::<false>(rows, c, &dg.chunks[c], t, ahead),
             None => {
                 for (i, ri) in r.iter_mut().enumerate() {
                     let mut v = [[_mm256_setzero_ps(); 2]; 4];
