@@ -7,7 +7,7 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::BLOCK;
-use super::x86::{E4M3_BITS, TO_TOP, block_ptrs, block4, prefetch};
+use super::x86::{TO_TOP, block_ptrs, block4, bytes4, prefetch};
 use crate::gemm::x86::{bf16_pair8, reduce4, reduce4x8};
 
 /// Bytes ahead in each of the four streams that a pass asks the cache for.
@@ -171,22 +171,6 @@ unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
         }
     }
     from_fn(|j| _mm256_add_ps(lo[j], hi[j]))
-}
-
-/// `byte8::<P>` for P = 0..4, from two 16-bit arithmetic shifts: each puts the top byte of a word at word bits 4..11.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn bytes4(d: __m256i) -> [__m256; 4] {
-    let bits = _mm256_set1_epi32(E4M3_BITS);
-    let odd = _mm256_srai_epi16::<4>(d);
-    let even = _mm256_srai_epi16::<4>(_mm256_slli_epi16::<8>(d));
-    let f = |x: __m256i| _mm256_castsi256_ps(_mm256_and_si256(x, bits));
-    [
-        f(_mm256_slli_epi32::<16>(even)),
-        f(_mm256_slli_epi32::<16>(odd)),
-        f(even),
-        f(odd),
-    ]
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::gemm::x86::{bf16_pair8, bf16_pair16, hsum8, reduce4, reduce8, reduce1
 use crate::gemm::{GROUP, PAIRS};
 
 /// Sign and the 7 exponent-mantissa bits of an e4m3 code placed at f32 bits 31 and 20..26.
-pub(super) const E4M3_BITS: i32 = 0x87F0_0000u32 as i32;
+const E4M3_BITS: i32 = 0x87F0_0000u32 as i32;
 
 /// Byte `P` of every 32-bit lane as e4m3 * 2^-120: the byte moved to the top, shifted down 4 arithmetically, masked.
 #[inline]
@@ -286,20 +286,20 @@ pub unsafe fn rows_avx2(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) ->
     out
 }
 
-/// Byte `P` of every 32-bit lane as e4m3 * 2^-120, as `byte16`.
+/// Byte P = 0..4 of every 32-bit lane as e4m3 * 2^-120 (as `byte16`), from two 16-bit arithmetic shifts that put a word's top byte at bits 4..11.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn byte8<const P: u32>(d: __m256i) -> __m256 {
-    let top = match P {
-        3 => d,
-        2 => _mm256_slli_epi32::<8>(d),
-        1 => _mm256_slli_epi32::<16>(d),
-        _ => _mm256_slli_epi32::<24>(d),
-    };
-    _mm256_castsi256_ps(_mm256_and_si256(
-        _mm256_srai_epi32::<4>(top),
-        _mm256_set1_epi32(E4M3_BITS),
-    ))
+pub(super) fn bytes4(d: __m256i) -> [__m256; 4] {
+    let bits = _mm256_set1_epi32(E4M3_BITS);
+    let odd = _mm256_srai_epi16::<4>(d);
+    let even = _mm256_srai_epi16::<4>(_mm256_slli_epi16::<8>(d));
+    let f = |x: __m256i| _mm256_castsi256_ps(_mm256_and_si256(x, bits));
+    [
+        f(_mm256_slli_epi32::<16>(even)),
+        f(_mm256_slli_epi32::<16>(odd)),
+        f(even),
+        f(odd),
+    ]
 }
 
 /// The once-folded lane vectors (lane j + lane j + 8) of one block for every pair; lanes 8..16 read each load's second half.
@@ -315,8 +315,7 @@ unsafe fn lanes8<const MR: usize, const NR: usize>(a: &[*const u16; MR], w: &[*c
             unsafe {
                 let dl = _mm256_loadu_si256(w[ci].add(64 * chunk) as *const __m256i);
                 let dh = _mm256_loadu_si256(w[ci].add(64 * chunk + 32) as *const __m256i);
-                let wl = [byte8::<0>(dl), byte8::<1>(dl), byte8::<2>(dl), byte8::<3>(dl)];
-                let wh = [byte8::<0>(dh), byte8::<1>(dh), byte8::<2>(dh), byte8::<3>(dh)];
+                let (wl, wh) = (bytes4(dl), bytes4(dh));
                 for ri in 0..MR {
                     let at = a[ri].add(64 * chunk);
                     let [l1, l0] = bf16_pair8(at);
@@ -378,4 +377,52 @@ pub unsafe fn tile_avx2<const MR: usize, const NR: usize>(
     // SAFETY: out holds 16 floats.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference decode: byte `P` moved to the top by a 32-bit shift, then shifted down 4 arithmetically.
+    #[target_feature(enable = "avx2,fma")]
+    fn byte8<const P: u32>(d: __m256i) -> __m256 {
+        let top = match P {
+            3 => d,
+            2 => _mm256_slli_epi32::<8>(d),
+            1 => _mm256_slli_epi32::<16>(d),
+            _ => _mm256_slli_epi32::<24>(d),
+        };
+        _mm256_castsi256_ps(_mm256_and_si256(
+            _mm256_srai_epi32::<4>(top),
+            _mm256_set1_epi32(E4M3_BITS),
+        ))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn both(d: __m256i) -> ([__m256; 4], [__m256; 4]) {
+        (bytes4(d), [byte8::<0>(d), byte8::<1>(d), byte8::<2>(d), byte8::<3>(d)])
+    }
+
+    #[test]
+    fn two_shift_decode_is_the_byte_decode_for_every_code_in_every_position() {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        for base in (0..256).step_by(32) {
+            // Lane l holds codes base + l + 8p at byte p, so every code sits in every position once over the loop.
+            let bytes: [u8; 32] = from_fn(|i| (base + i % 4 * 8 + i / 4) as u8);
+            let bytes: [u8; 32] = from_fn(|i| bytes[i].wrapping_add((i % 4 * 64) as u8));
+            // SAFETY: 32 bytes; avx2 and fma are present, checked above.
+            let (got, want) = unsafe { both(_mm256_loadu_si256(bytes.as_ptr() as *const __m256i)) };
+            for p in 0..4 {
+                let bits = |v: __m256| -> [u32; 8] {
+                    let mut o = [0f32; 8];
+                    // SAFETY: 8 floats.
+                    unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+                    o.map(f32::to_bits)
+                };
+                assert_eq!(bits(got[p]), bits(want[p]), "base {base} byte {p}");
+            }
+        }
+    }
 }
