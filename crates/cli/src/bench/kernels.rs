@@ -7,6 +7,7 @@ use serde_json::json;
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
 use tensorfold_kernels::cpu::{CpuLaunch, SimdPath};
+use tensorfold_kernels::dequant_gemm::{WeightFormat, dequant_gemm};
 use tensorfold_kernels::fp8_gemm::fp8_gemm;
 use tensorfold_kernels::grouped_proj::grouped_proj;
 use tensorfold_kernels::mxfp4_gemm::mxfp4_gemm;
@@ -169,6 +170,7 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("bf16 gemv head", 129_280, 4096, 1),
         ("bf16 gemm router", 256, 4096, 64),
         ("grouped_proj wo_a", 8 * 1024, 4096, 1),
+        ("dequant_gemm wo_a", 8 * 1024, 4096, 1),
     ]
 }
 
@@ -239,6 +241,41 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             flops,
             copies,
             call: Box::new(move |i, l| bf16_gemm(&x, &w[i], n, k, &mut out, l, Faults::NONE)),
+        };
+    }
+    if name.starts_with("dequant_gemm") {
+        // wo_a as the model applies it: weights decoded exactly, activations unquantised, 8 groups of 4096.
+        let groups = 8;
+        let x: Vec<f32> = noise(&mut seed, rows * groups * k)
+            .into_iter()
+            .map(|b| b as f32 / 64.0 - 2.0)
+            .collect();
+        let scales = n.div_ceil(128) * k.div_ceil(128);
+        let bytes = n * k + scales;
+        let copies = working_set.div_ceil(bytes).max(1);
+        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
+        let s = vec![115u8; scales];
+        return Bench {
+            name,
+            shape: format!("{groups} x [{}, {k}]", n / groups),
+            rows,
+            bytes,
+            flops,
+            copies,
+            call: Box::new(move |i, l| {
+                dequant_gemm(
+                    &x,
+                    &w[i],
+                    &s,
+                    WeightFormat::Fp8Block,
+                    n,
+                    k,
+                    groups,
+                    &mut out,
+                    l,
+                    Faults::NONE,
+                )
+            }),
         };
     }
     if name.starts_with("grouped_proj") {

@@ -2,8 +2,9 @@
 
 use tensorfold_formats::{e2m1, e4m3, e8m0};
 
-use crate::cpu::{CpuLaunch, dot, par_chunks_mut};
+use crate::cpu::{CpuLaunch, SimdPath, dot};
 use crate::faults::Faults;
+use crate::gemm::par_columns;
 
 /// How the weight is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,30 +15,53 @@ pub enum WeightFormat {
     Mxfp4,
 }
 
-/// Weight row `n` decoded into `row` (`k` values).
-fn decode_row(format: WeightFormat, w: &[u8], scales: &[u8], n: usize, k: usize, lost_scale: bool, row: &mut [f32]) {
+/// Weight row `n` decoded into `row` (`k` values): each code's value times its block's scale.
+#[allow(clippy::too_many_arguments)]
+fn decode_row(
+    format: WeightFormat,
+    w: &[u8],
+    scales: &[u8],
+    n: usize,
+    k: usize,
+    lost_scale: bool,
+    simd: SimdPath,
+    row: &mut [f32],
+) {
     match format {
         WeightFormat::Fp8Block => {
             let grid_cols = k.div_ceil(128);
-            for (j, v) in row.iter_mut().enumerate() {
-                let s = if lost_scale && j / 128 == grid_cols - 1 {
+            let codes = &w[n * k..(n + 1) * k];
+            for (b, (vals, codes)) in row.chunks_mut(128).zip(codes.chunks(128)).enumerate() {
+                let s = if lost_scale && b == grid_cols - 1 {
                     1.0
                 } else {
-                    e8m0::decode(scales[n / 128 * grid_cols + j / 128])
+                    e8m0::TABLE[scales[n / 128 * grid_cols + b] as usize]
                 };
-                *v = e4m3::decode(w[n * k + j]) * s;
+                #[cfg(target_arch = "x86_64")]
+                if simd != SimdPath::Portable {
+                    // SAFETY: every path but the portable one has AVX2 and FMA.
+                    unsafe { super::x86::decode_fp8(codes, s, vals) };
+                    continue;
+                }
+                let _ = simd;
+                for (v, &c) in vals.iter_mut().zip(codes) {
+                    *v = e4m3::TABLE[c as usize] * s;
+                }
             }
         }
         WeightFormat::Mxfp4 => {
-            for (j, v) in row.iter_mut().enumerate() {
-                let byte = w[(n * k + j) / 2];
-                let code = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
-                let s = if lost_scale && j / 32 == k / 32 - 1 {
+            let blocks = k / 32;
+            let bytes = &w[n * k / 2..(n + 1) * k / 2];
+            for (b, (vals, bytes)) in row.chunks_mut(32).zip(bytes.chunks(16)).enumerate() {
+                let s = if lost_scale && b == blocks - 1 {
                     1.0
                 } else {
-                    e8m0::decode(scales[n * (k / 32) + j / 32])
+                    e8m0::TABLE[scales[n * blocks + b] as usize]
                 };
-                *v = e2m1::decode(code) * s;
+                for (pair, &byte) in vals.chunks_mut(2).zip(bytes) {
+                    pair[0] = e2m1::TABLE[(byte & 0xF) as usize] * s;
+                    pair[1] = e2m1::TABLE[(byte >> 4) as usize] * s;
+                }
             }
         }
     }
@@ -76,18 +100,20 @@ pub fn dequant_gemm(
     let lost_scale = faults.on("lost_scale");
     let skip_last = faults.on("skip_last_row");
     let sequential = faults.on("order_by_tile") && launch.tile_rows == 1;
-    par_chunks_mut(out, n, launch.split_threads(out.len() * k / 16), |first, chunk| {
+    // Threads split the output columns, so each weight row is decoded once for every activation row.
+    let threads = launch.split_threads(out.len() * k / 16);
+    par_columns(out, rows, n, threads, 1, |cols, view| {
         let mut wr = vec![0f32; k];
-        for col in 0..n {
-            decode_row(format, w, scales, col, k, lost_scale, &mut wr);
+        let width = cols.len();
+        for col in cols.clone() {
+            decode_row(format, w, scales, col, k, lost_scale, launch.simd, &mut wr);
             let g = col / per_group;
-            for (i, y) in chunk.chunks_mut(n).enumerate() {
-                let r = first + i;
+            for r in 0..rows {
                 if skip_last && r + 1 == rows {
                     continue;
                 }
                 let xg = &x[(r * groups + g) * k..(r * groups + g + 1) * k];
-                y[col] = if sequential {
+                view[r * width + col - cols.start] = if sequential {
                     xg.iter().zip(&wr).map(|(a, b)| a * b).sum()
                 } else {
                     dot(xg, &wr, launch.simd)

@@ -2,6 +2,8 @@
 
 mod cpu;
 pub mod cuda;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use cpu::{WeightFormat, dequant_gemm};
 pub use cuda::dequant_gemm_cuda;
