@@ -171,6 +171,7 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("bf16 gemm router", 256, 4096, 64),
         ("grouped_proj wo_a", 8 * 1024, 4096, 1),
         ("dequant_gemm wo_a", 8 * 1024, 4096, 1),
+        ("dequant_gemm wo_a prompt", 8 * 1024, 4096, 64),
     ]
 }
 

@@ -38,6 +38,20 @@ pub fn dot(a: &[f32], b: &[f32], simd: SimdPath) -> f32 {
     }
 }
 
+/// `dot(a, b[j], simd)` for four rows of `b` at once, bit for bit.
+pub fn dot4(a: &[f32], b: [&[f32]; 4], simd: SimdPath) -> [f32; 4] {
+    assert!(b.iter().all(|r| r.len() == a.len()), "dot4 of unequal lengths");
+    match simd {
+        #[cfg(target_arch = "x86_64")]
+        SimdPath::Avx2 | SimdPath::Avx512 | SimdPath::Avx512Bf16 => {
+            assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+            // SAFETY: the features are present, checked above.
+            unsafe { x86::dot4_avx2(a, b) }
+        }
+        _ => b.map(|r| dot_portable(a, r)),
+    }
+}
+
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let full = a.len() / LANES * LANES;
@@ -129,6 +143,49 @@ mod x86 {
         }
         reduce_lanes(lanes)
     }
+
+    /// Four dots of `a`, one per row of `b`, each in `dot`'s lanes; the rows' chains run side by side.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot4_avx2(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let n = a.len();
+        assert!(b.iter().all(|r| r.len() == n));
+        let (mut lo, mut hi) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+        let mut i = 0;
+        while i + LANES <= n {
+            // SAFETY: i + 16 <= n for `a` and every row.
+            unsafe {
+                let (xa, xb) = (
+                    _mm256_loadu_ps(a.as_ptr().add(i)),
+                    _mm256_loadu_ps(a.as_ptr().add(i + 8)),
+                );
+                for j in 0..4 {
+                    lo[j] = _mm256_fmadd_ps(xa, _mm256_loadu_ps(b[j].as_ptr().add(i)), lo[j]);
+                    hi[j] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(b[j].as_ptr().add(i + 8)), hi[j]);
+                }
+            }
+            i += LANES;
+        }
+        let mut out = [0f32; 4];
+        for j in 0..4 {
+            let mut lanes = [0f32; LANES];
+            // SAFETY: lanes holds 16 f32.
+            unsafe {
+                _mm256_storeu_ps(lanes.as_mut_ptr(), lo[j]);
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi[j]);
+            }
+            if i < n {
+                let mut ta = [0f32; LANES];
+                let mut tb = [0f32; LANES];
+                ta[..n - i].copy_from_slice(&a[i..]);
+                tb[..n - i].copy_from_slice(&b[j][i..]);
+                for l in 0..LANES {
+                    lanes[l] = ta[l].mul_add(tb[l], lanes[l]);
+                }
+            }
+            out[j] = reduce_lanes(lanes);
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -148,8 +205,18 @@ mod tests {
             let want = dot(&a, &b, SimdPath::Portable);
             let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
             assert!((want as f64 - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "n {n}");
+            let rows: Vec<Vec<f32>> = (0..3).map(|_| (0..n).map(|_| next()).collect()).collect();
+            let four = [&b[..], &rows[0], &rows[1], &rows[2]];
             for simd in SimdPath::available() {
                 assert_eq!(dot(&a, &b, simd).to_bits(), want.to_bits(), "n {n} {simd}");
+                let got = dot4(&a, four, simd);
+                for (j, r) in four.iter().enumerate() {
+                    assert_eq!(
+                        got[j].to_bits(),
+                        dot(&a, r, SimdPath::Portable).to_bits(),
+                        "n {n} {simd} row {j}"
+                    );
+                }
             }
         }
     }

@@ -6,7 +6,7 @@ pub mod quant;
 pub mod quant_simd;
 mod threads;
 
-pub use dot::{LANES, dot, reduce_lanes};
+pub use dot::{LANES, dot, dot4, reduce_lanes};
 pub use threads::par_chunks_mut;
 
 use std::fmt;

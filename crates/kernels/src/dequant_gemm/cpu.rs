@@ -2,7 +2,7 @@
 
 use tensorfold_formats::{e2m1, e4m3, e8m0};
 
-use crate::cpu::{CpuLaunch, SimdPath, dot};
+use crate::cpu::{CpuLaunch, SimdPath, dot, dot4};
 use crate::faults::Faults;
 use crate::gemm::par_columns;
 
@@ -103,22 +103,35 @@ pub fn dequant_gemm(
     // Threads split the output columns, so each weight row is decoded once for every activation row.
     let threads = launch.split_threads(out.len() * k / 16);
     par_columns(out, rows, n, threads, 1, |cols, view| {
-        let mut wr = vec![0f32; k];
+        let mut wr = vec![0f32; 4 * k];
         let width = cols.len();
-        for col in cols.clone() {
-            decode_row(format, w, scales, col, k, lost_scale, launch.simd, &mut wr);
+        let mut col = cols.start;
+        while col < cols.end {
+            // Up to four columns of one group decoded together; each output is still one `dot`.
             let g = col / per_group;
+            let four = (cols.end.min((g + 1) * per_group) - col).min(4);
+            for (j, row) in wr.chunks_mut(k).take(four).enumerate() {
+                decode_row(format, w, scales, col + j, k, lost_scale, launch.simd, row);
+            }
             for r in 0..rows {
                 if skip_last && r + 1 == rows {
                     continue;
                 }
                 let xg = &x[(r * groups + g) * k..(r * groups + g + 1) * k];
-                view[r * width + col - cols.start] = if sequential {
-                    xg.iter().zip(&wr).map(|(a, b)| a * b).sum()
+                let y = &mut view[r * width + col - cols.start..][..four];
+                if sequential {
+                    for (v, wj) in y.iter_mut().zip(wr.chunks(k)) {
+                        *v = xg.iter().zip(wj).map(|(a, b)| a * b).sum();
+                    }
+                } else if four == 4 {
+                    y.copy_from_slice(&dot4(xg, std::array::from_fn(|j| &wr[j * k..(j + 1) * k]), launch.simd));
                 } else {
-                    dot(xg, &wr, launch.simd)
-                };
+                    for (v, wj) in y.iter_mut().zip(wr.chunks(k)) {
+                        *v = dot(xg, wj, launch.simd);
+                    }
+                }
             }
+            col += four;
         }
     });
 }
