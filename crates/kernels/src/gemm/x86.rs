@@ -37,12 +37,13 @@ pub fn reduce16(v: [__m512; 16]) -> __m512 {
 #[target_feature(enable = "avx512f")]
 pub fn reduce4(v: [__m512; 4]) -> __m128 {
     // Lanes (j, j + 8): quarters 0-1 of `w[0]` hold v[0]'s eight sums, quarters 2-3 v[1]'s.
-    let w = [0, 2].map(|i| {
+    let pair = |i: usize| {
         _mm512_add_ps(
             _mm512_shuffle_f32x4::<0x44>(v[i], v[i + 1]),
             _mm512_shuffle_f32x4::<0xEE>(v[i], v[i + 1]),
         )
-    });
+    };
+    let w = [pair(0), pair(2)];
     // Lanes (j, j + 4): quarter i holds v[i]'s four sums.
     let z = _mm512_add_ps(
         _mm512_shuffle_f32x4::<0x88>(w[0], w[1]),
