@@ -244,43 +244,8 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             call: Box::new(move |i, l| bf16_gemm(&x, &w[i], n, k, &mut out, l, Faults::NONE)),
         };
     }
-    if name.starts_with("dequant_gemm") {
-        // wo_a as the model applies it: weights decoded exactly, activations unquantised, 8 groups of 4096.
-        let groups = 8;
-        let x: Vec<f32> = noise(&mut seed, rows * groups * k)
-            .into_iter()
-            .map(|b| b as f32 / 64.0 - 2.0)
-            .collect();
-        let scales = n.div_ceil(128) * k.div_ceil(128);
-        let bytes = n * k + scales;
-        let copies = working_set.div_ceil(bytes).max(1);
-        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
-        let s = vec![115u8; scales];
-        return Bench {
-            name,
-            shape: format!("{groups} x [{}, {k}]", n / groups),
-            rows,
-            bytes,
-            flops,
-            copies,
-            call: Box::new(move |i, l| {
-                dequant_gemm(
-                    &x,
-                    &w[i],
-                    &s,
-                    WeightFormat::Fp8Block,
-                    n,
-                    k,
-                    groups,
-                    &mut out,
-                    l,
-                    Faults::NONE,
-                )
-            }),
-        };
-    }
-    if name.starts_with("grouped_proj") {
-        // n = groups * o_lora = 8 * 1024 rows of wo_a, each against its own group of the 8 * 4096 attention outputs.
+    if name.starts_with("dequant_gemm") || name.starts_with("grouped_proj") {
+        // wo_a: n = 8 groups * o_lora rows, each group against its own 4096 attention outputs.
         let (groups, o_lora) = (8, n / 8);
         let x: Vec<f32> = noise(&mut seed, rows * groups * k)
             .into_iter()
@@ -291,6 +256,13 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let copies = working_set.div_ceil(bytes).max(1);
         let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
         let s = vec![115u8; scales];
+        // dequant_gemm is wo_a as the model applies it (weights decoded exactly, activations unquantised).
+        let call: Call<'a> = if name.starts_with("dequant_gemm") {
+            let fp8 = WeightFormat::Fp8Block;
+            Box::new(move |i, l| dequant_gemm(&x, &w[i], &s, fp8, n, k, groups, &mut out, l, Faults::NONE))
+        } else {
+            Box::new(move |i, l| grouped_proj(&x, &w[i], &s, groups, o_lora, k, &mut out, l, Faults::NONE))
+        };
         return Bench {
             name,
             shape: format!("{groups} x [{o_lora}, {k}]"),
@@ -298,7 +270,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             bytes,
             flops,
             copies,
-            call: Box::new(move |i, l| grouped_proj(&x, &w[i], &s, groups, o_lora, k, &mut out, l, Faults::NONE)),
+            call,
         };
     }
     unreachable!("unknown benchmark {name}")
