@@ -34,6 +34,11 @@ impl Rng {
         mix(self.state)
     }
 
+    /// `len` bytes, the low byte of each draw.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+
     /// Uniform in [0, 1) with 53 random bits.
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

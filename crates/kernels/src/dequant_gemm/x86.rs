@@ -11,7 +11,7 @@ pub(super) fn decode_fp8(codes: &[u8], s: f32, out: &mut [f32]) {
     let whole = codes.len() / 8 * 8;
     let nan_bits = _mm256_set1_epi32(0x7F);
     let (bits, up, scale) = (
-        _mm256_set1_epi32(0x87F0_0000u32 as i32),
+        _mm256_set1_epi32(crate::fp8_gemm::E4M3_BITS as i32),
         _mm256_set1_ps(2f32.powi(120)),
         _mm256_set1_ps(s),
     );

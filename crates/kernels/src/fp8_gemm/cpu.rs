@@ -52,10 +52,13 @@ pub fn fp8_gemm(
     run_pairs(&Fp8Weights { w, w_scale, k }, &problem, out, launch, faults);
 }
 
+/// The f32 bits an e4m3 code keeps once sign-extended to bit 31 with its other 7 bits at 20..26.
+pub(crate) const E4M3_BITS: u32 = 0x87F0_0000;
+
 /// The e4m3 value of `code` times 2^-120, exactly (subnormal f32 for e4m3 subnormals; the NaN codes give ±480 * 2^-120).
 #[inline(always)]
 pub(crate) fn decode_e4m3(code: u8) -> f32 {
-    f32::from_bits((((code as i8 as i32) << 20) as u32) & 0x87F0_0000)
+    f32::from_bits((((code as i8 as i32) << 20) as u32) & E4M3_BITS)
 }
 
 /// An FP8 weight [n, k] (`w`, row-major) with its e8m0 scale grid [ceil(n/128), ceil(k/128)].

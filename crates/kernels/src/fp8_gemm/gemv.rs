@@ -158,11 +158,10 @@ mod tests {
     use super::*;
     use crate::fp8_gemm::x86::{RowScales, rows_avx2};
     use crate::gemm::{GROUP, PAIRS};
+    use crate::rng::Rng;
 
-    /// Deterministic bytes.
     fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        let mut rng = crate::rng::Rng::new(seed, 0);
-        (0..len).map(|_| rng.next_u64() as u8).collect()
+        Rng::new(seed, 0).bytes(len)
     }
 
     /// `gemv_avx2` over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).

@@ -10,7 +10,7 @@ mod gemv;
 mod x86;
 
 pub use cpu::{BLOCK, fp8_gemm};
-pub(crate) use cpu::{Fp8Weights, LAYOUT};
+pub(crate) use cpu::{E4M3_BITS, Fp8Weights, LAYOUT};
 pub use cuda::{DECODE_ROWS, MAX_K, SMALL_ROWS, fp8_gemm_cuda, quant_blocks, rows_blocks};
 
 use tensorfold_formats::e4m3;

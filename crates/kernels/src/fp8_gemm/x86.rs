@@ -8,7 +8,7 @@ use crate::gemm::x86::{bf16_pair8, bf16_pair16, hsum8, reduce4, reduce8, reduce1
 use crate::gemm::{GROUP, PAIRS};
 
 /// Sign and the 7 exponent-mantissa bits of an e4m3 code placed at f32 bits 31 and 20..26.
-const E4M3_BITS: i32 = 0x87F0_0000u32 as i32;
+const E4M3_BITS: i32 = super::cpu::E4M3_BITS as i32;
 
 /// Byte `P` of every 32-bit lane as e4m3 * 2^-120: the byte moved to the top, shifted down 4 arithmetically, masked.
 #[inline]

@@ -196,6 +196,24 @@ fn chunk_int<const THREE: bool>(
     r
 }
 
+/// Chunk c of the 16 rows by the FMA chain, as `chunk_int`: activations at `a`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn chunk_fma(a: *const u16, rows: &[&[u8]; PAIRS], c: usize, mag: __m256) -> [[__m256; 2]; 4] {
+    let mut r = [[_mm256_setzero_ps(); 2]; 4];
+    for (i, ri) in r.iter_mut().enumerate() {
+        let mut v = [[_mm256_setzero_ps(); 2]; 4];
+        for (q, vq) in v.iter_mut().enumerate() {
+            // SAFETY: the caller's chunk holds 128 activations at a.
+            *vq = unsafe { lanes_fma(a, &chunk_bytes(rows[4 * i + q], c), mag) };
+        }
+        for (g, rg) in ri.iter_mut().enumerate() {
+            *rg = quarters4([v[0][g], v[1][g], v[2][g], v[3][g]]);
+        }
+    }
+    r
+}
+
 /// Lanes 0..7 and 8..15 of one row's chunk by the FMA chain (as `pairs_avx2`): activations at `a`, weight bytes `bytes`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -259,23 +277,12 @@ pub(super) unsafe fn rows_avx2(
     let mut acc = [_mm256_setzero_ps(); 2];
     for (c, &sa) in sa.iter().enumerate().take(chunks) {
         // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
-        let mut r = [[_mm256_setzero_ps(); 2]; 4];
-        match digits.filter(|d| c < full && d.exact[c]) {
-            Some(dg) if dg.three[c] => r = chunk_int::<true>(rows, c, &dg.chunks[c], t, ahead),
-            Some(dg) => r = chunk_int::<false>(rows, c, &dg.chunks[c], t, ahead),
-            None => {
-                for (i, ri) in r.iter_mut().enumerate() {
-                    let mut v = [[_mm256_setzero_ps(); 2]; 4];
-                    for (q, vq) in v.iter_mut().enumerate() {
-                        // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
-                        *vq = unsafe { lanes_fma(a.as_ptr().add(c * CHUNK), &chunk_bytes(rows[4 * i + q], c), mag) };
-                    }
-                    for (g, rg) in ri.iter_mut().enumerate() {
-                        *rg = quarters4([v[0][g], v[1][g], v[2][g], v[3][g]]);
-                    }
-                }
-            }
-        }
+        let r = match digits.filter(|d| c < full && d.exact[c]) {
+            Some(dg) if dg.three[c] => chunk_int::<true>(rows, c, &dg.chunks[c], t, ahead),
+            Some(dg) => chunk_int::<false>(rows, c, &dg.chunks[c], t, ahead),
+            // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
+            None => unsafe { chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag) },
+        };
         let s = _mm256_set1_ps(sa);
         for (h, acc) in acc.iter_mut().enumerate() {
             for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {

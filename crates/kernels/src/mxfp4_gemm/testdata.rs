@@ -6,8 +6,7 @@ use tensorfold_formats::{e2m1, e4m3};
 
 /// Deterministic bytes.
 pub(super) fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = crate::rng::Rng::new(seed, 0);
-    (0..len).map(|_| rng.next_u64() as u8).collect()
+    crate::rng::Rng::new(seed, 0).bytes(len)
 }
 
 /// Element values as the decoded bf16 row in `LAYOUT` order.
