@@ -24,6 +24,10 @@ type Functions = HashMap<(&'static str, Option<&'static str>, &'static str), Cud
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
+    /// The stream a `beside` branch queues on.
+    pub(crate) side: Arc<CudaStream>,
+    /// Whether a `beside` branch is queuing now.
+    pub(crate) on_side: AtomicBool,
     /// Compute capability as `major * 10 + minor` (90 on the H100 and H200).
     pub arch: u32,
     pub name: String,
@@ -101,15 +105,18 @@ fn open() -> Result<Gpu, String> {
         .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(driver_err("multiprocessor count"))?
         .max(1) as u32;
-    // SAFETY: every buffer and launch of the process goes through this one stream, so no buffer needs events to order streams.
+    // SAFETY: work goes through the process stream, or a `beside` branch whose buffers stay inside it and which joins back with events.
     unsafe { ctx.disable_event_tracking() };
     // A device without memory pools allocates synchronously: slower, the same results.
     keep_freed_memory(&ctx).ok();
     // A stream of its own rather than the legacy default one, which cannot be captured into graphs.
     let stream = ctx.new_stream().map_err(driver_err("stream"))?;
+    let side = ctx.new_stream().map_err(driver_err("stream"))?;
     Ok(Gpu {
         ctx,
         stream,
+        side,
+        on_side: AtomicBool::new(false),
         arch,
         name,
         ordinal,
@@ -244,20 +251,20 @@ impl Gpu {
     /// Copies `host` to a new device buffer (one zero element when empty, so the pointer is valid).
     pub fn upload<T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, host: &[T]) -> Result<CudaSlice<T>, String> {
         if host.is_empty() {
-            return self.stream.alloc_zeros(1).map_err(driver_err("alloc"));
+            return self.work().alloc_zeros(1).map_err(driver_err("alloc"));
         }
-        self.stream.clone_htod(host).map_err(driver_err("upload"))
+        self.work().clone_htod(host).map_err(driver_err("upload"))
     }
 
     /// A new zeroed device buffer of `len` elements (at least one), filled on the stream without a host copy.
     pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, String> {
-        self.stream.alloc_zeros(len.max(1)).map_err(driver_err("alloc"))
+        self.work().alloc_zeros(len.max(1)).map_err(driver_err("alloc"))
     }
 
     /// A device buffer of `len` elements (at least one) for a kernel that writes all of them: not cleared first.
     pub fn scratch<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, String> {
         // SAFETY: callers hand the buffer to a kernel that writes every element before anything reads it.
-        unsafe { self.stream.alloc(len.max(1)) }.map_err(driver_err("alloc"))
+        unsafe { self.work().alloc(len.max(1)) }.map_err(driver_err("alloc"))
     }
 
     /// Quantised-activation scratch: f16 rows of `k` padded to 8 (the padding must read as zeros) and one scale a 128-block.

@@ -118,10 +118,10 @@ impl<'a> Launch<'a> {
 }
 
 impl Gpu {
-    /// A launch of `func` on the process stream, chained programmatically to the kernel before it where the GPU allows.
+    /// A launch of `func` on the stream work goes to now, chained programmatically to the kernel before it where the GPU allows.
     pub fn launch_builder<'a>(&'a self, func: &'a CudaFunction) -> Launch<'a> {
         Launch {
-            stream: &self.stream,
+            stream: self.work(),
             func,
             chained: self.chains(),
             args: Vec::with_capacity(16),

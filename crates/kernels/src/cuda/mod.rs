@@ -1,6 +1,7 @@
 //! The CUDA backend: NVRTC-compiled kernels (cached on disk), device buffers and launches, through cudarc with dynamic loading.
 
 mod args;
+mod beside;
 mod compile;
 mod device;
 pub mod dynamic;
@@ -19,6 +20,7 @@ pub use libs::nccl as nccl_available;
 pub mod limits;
 
 pub use args::{In, Out, Staged, StagedOut};
+pub use beside::Branch;
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source, target};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};
 pub use graph::{Graph, Turn, chaining, holds_turn, turn};

@@ -64,8 +64,8 @@ pub fn sparse_attn_cuda<'a>(
     let items = rows * heads;
     let scratch = launch.grid(items) as usize * num_idx.max(1);
     let alloc = |e: cudarc::driver::DriverError| format!("sparse_attn on CUDA: scratch: {e:?}");
-    let mut list = gpu.stream.alloc_zeros::<i32>(scratch).map_err(alloc)?;
-    let mut probs = gpu.stream.alloc_zeros::<f32>(scratch).map_err(alloc)?;
+    let mut list = gpu.work().alloc_zeros::<i32>(scratch).map_err(alloc)?;
+    let mut probs = gpu.work().alloc_zeros::<f32>(scratch).map_err(alloc)?;
     let (qd, id, kd, sd) = (gpu.stage(q)?, gpu.stage(idx)?, gpu.stage(kv)?, gpu.stage(sink)?);
     let mut y = gpu.stage_out(out)?;
     {

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
-use tensorfold_kernels::cuda::{In, Out};
+use tensorfold_kernels::cuda::{Branch, In, Out};
 
 use super::device::Device;
 
@@ -95,7 +95,7 @@ impl<T: Elem> Act<T> {
             Act::Host(v) => Act::Host(v.clone()),
             Act::Dev(s, n) => {
                 let c = d.cuda().expect("a GPU buffer in a GPU pass");
-                Act::Dev(cuda_ok("copying", c.gpu.stream.clone_dtod(s)), *n)
+                Act::Dev(cuda_ok("copying", c.gpu.work().clone_dtod(s)), *n)
             }
         }
     }
@@ -113,7 +113,7 @@ impl<T: Elem> Act<T> {
                 for (o, i, n) in runs(dst_rows, src_rows) {
                     let from = s.slice(i * width..(i + n) * width);
                     let mut to = dst.slice_mut(o * width..(o + n) * width);
-                    cuda_ok("copying rows", c.gpu.stream.memcpy_dtod(&from, &mut to));
+                    cuda_ok("copying rows", c.gpu.work().memcpy_dtod(&from, &mut to));
                 }
             }
             _ => panic!("rows copied between a host and a GPU buffer"),
@@ -145,7 +145,7 @@ impl Device {
     pub(crate) fn zeros<T: Elem>(&self, n: usize) -> Act<T> {
         match self.cuda() {
             None => Act::Host(vec![T::default(); n]),
-            Some(c) => Act::Dev(cuda_ok("allocating", c.gpu.stream.alloc_zeros(n.max(1))), n),
+            Some(c) => Act::Dev(cuda_ok("allocating", c.gpu.work().alloc_zeros(n.max(1))), n),
         }
     }
 
@@ -188,7 +188,7 @@ impl Device {
             None => Act::Host(vec![v; n]),
             Some(c) => {
                 let mut s = scratch::<f32>(c, n.max(1));
-                let stream = &c.gpu.stream;
+                let stream = c.gpu.work();
                 {
                     let (ptr, _sync) = s.device_ptr_mut(stream);
                     // SAFETY: `s` holds at least `n.max(1)` f32 values, written on the stream that owns them.
@@ -202,6 +202,17 @@ impl Device {
         }
     }
 
+    /// Runs `f` with its GPU work beside the pass's stream (`Gpu::beside`), overlapping later work until the branch joins or drops; a plain call on the CPU.
+    pub(crate) fn beside<R>(&self, f: impl FnOnce() -> R) -> (Option<Branch<'static>>, R) {
+        match self.cuda() {
+            None => (None, f()),
+            Some(c) => {
+                let (branch, r) = cuda_ok("branching", c.gpu.beside(f));
+                (Some(branch), r)
+            }
+        }
+    }
+
     /// Host values placed on this device (uploaded once under CUDA).
     pub(crate) fn put<T: Elem>(&self, v: Vec<T>) -> Act<T> {
         match self.cuda() {
@@ -209,7 +220,7 @@ impl Device {
             Some(_) if v.is_empty() => self.zeros(0),
             Some(c) => {
                 let n = v.len();
-                Act::Dev(cuda_ok("uploading", c.gpu.stream.clone_htod(&v)), n)
+                Act::Dev(cuda_ok("uploading", c.gpu.work().clone_htod(&v)), n)
             }
         }
     }

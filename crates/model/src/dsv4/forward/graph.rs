@@ -152,8 +152,10 @@ fn replay(pass: &Pass<'_>, part: Part, c: &CudaDevice, g: &mut Captured, x: &Act
         "copying positions or token ids in",
         s.memcpy_dtod(&is.slice(..*rows), &mut g.ints.slice_mut(..*rows)),
     );
+    c.gpu.mark(|| format!("{part:?} copied in"));
     cuda_ok("replaying", g.graph.launch());
     c.replays.launches.fetch_add(1, Ordering::Relaxed);
+    c.gpu.mark(|| format!("{part:?} replayed"));
     g.outs
         .iter()
         .map(|(o, len)| {

@@ -13,10 +13,16 @@ fn output(pass: &Pass<'_>, x: &Act, in_dim: usize, out_dim: usize) -> Act {
 
 /// FP8 e4m3 weight with 128x128 e8m0 block scales: activations act_quant'ed (official) or exact (transformers).
 pub(crate) fn fp8(pass: &Pass<'_>, x: &Act, w: &Fp8) -> Act {
+    let mut out = output(pass, x, w.in_dim, w.out_dim);
+    fp8_into(pass, x, w, &mut out);
+    out
+}
+
+/// `fp8` into `out`, which holds `rows * out_dim` values.
+pub(crate) fn fp8_into(pass: &Pass<'_>, x: &Act, w: &Fp8, out: &mut Act) {
     let (n, k) = (w.out_dim, w.in_dim);
-    let mut out = output(pass, x, k, n);
     if pass.model.semantics.act_quant_gemm_inputs {
-        ops::fp8_gemm(&pass.device, x, &w.codes, &w.scales, n, k, &mut out);
+        ops::fp8_gemm(&pass.device, x, &w.codes, &w.scales, n, k, out);
     } else {
         ops::dequant_gemm(
             &pass.device,
@@ -27,10 +33,9 @@ pub(crate) fn fp8(pass: &Pass<'_>, x: &Act, w: &Fp8) -> Act {
             n,
             k,
             1,
-            &mut out,
+            out,
         );
     }
-    out
 }
 
 /// `fp8` of `x` against two weights of the same input width, act_quant'ing `x` once where the semantics quantise.

@@ -2,15 +2,24 @@
 
 use super::act::Act;
 use super::{Pass, linear, ops, slots};
-use crate::dsv4::weights::{Expert, Moe, Routing};
+use crate::dsv4::weights::{Expert, Moe, Routing, SharedExpert};
 
 /// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
 pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     let c = &pass.model.config;
     let dev = &pass.device;
     let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
-    let limit = c.swiglu_limit as f32;
     let scale = c.routed_scaling_factor as f32;
+    // The shared expert runs beside the router and the routed experts.
+    let mut shared = match &w.shared {
+        Some(_) => dev.alloc(rows * d),
+        None => dev.zeros(rows * d),
+    };
+    let (branch, ()) = dev.beside(|| {
+        if let Some(sh) = &w.shared {
+            shared_expert(pass, sh, x, &mut shared);
+        }
+    });
     let logits = linear::bf16(pass, x, &w.gate);
     let (mut idx, mut weights) = (dev.alloc::<i32>(rows * k), dev.alloc(rows * k));
     let out = ops::Routed {
@@ -26,18 +35,21 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     } else {
         grouped(pass, w, x, idx, weights)
     };
-    let shared = match &w.shared {
-        Some(sh) => {
-            let (g, u) = linear::fp8_pair(pass, x, &sh.w1, &sh.w3);
-            let mut h = dev.alloc(g.len());
-            ops::swiglu(dev, &g, &u, &dev.fill(rows, 1.0), limit, &mut h);
-            linear::fp8(pass, &h, &sh.w2)
-        }
-        None => dev.zeros(rows * d),
-    };
+    // The join: the process stream waits for the shared expert.
+    drop(branch);
     let mut out = dev.alloc(rows * d);
     ops::moe_join(dev, &routed, &shared, k, d, &mut out);
     out
+}
+
+/// The shared expert on normed rows `x`, into `out` `[rows, D]`.
+fn shared_expert(pass: &Pass<'_>, sh: &SharedExpert, x: &Act, out: &mut Act) {
+    let dev = &pass.device;
+    let limit = pass.model.config.swiglu_limit as f32;
+    let (g, u) = linear::fp8_pair(pass, x, &sh.w1, &sh.w3);
+    let mut h = dev.alloc(g.len());
+    ops::swiglu(dev, &g, &u, &dev.fill(pass.rows(), 1.0), limit, &mut h);
+    linear::fp8_into(pass, &h, &sh.w2, out);
 }
 
 /// The routed experts grouped by expert on the host (or by rank), `[rows * k, D]` in slot order.
