@@ -29,11 +29,20 @@ pub(crate) struct Front {
     pub index: Option<IndexFront>,
 }
 
-/// Projects a compressor's rows from the normed rows `x`.
-fn comp_rows(pass: &Pass<'_>, w: &Compressor, x: &Act) -> CompRows {
-    CompRows {
-        kv: linear::bf16(pass, x, &w.wkv),
-        gate: linear::bf16(pass, x, &w.wgate),
+impl CompRows {
+    /// Buffers for a compressor's rows over `rows` rows, allocated where the pass runs.
+    fn alloc(pass: &Pass<'_>, w: &Compressor) -> CompRows {
+        let rows = pass.rows();
+        CompRows {
+            kv: pass.device.alloc(rows * w.wkv.out_dim),
+            gate: pass.device.alloc(rows * w.wgate.out_dim),
+        }
+    }
+
+    /// Projects a compressor's rows from the normed rows `x` into these buffers.
+    fn project(&mut self, pass: &Pass<'_>, w: &Compressor, x: &Act) {
+        linear::bf16_into(pass, x, &w.wkv, &mut self.kv);
+        linear::bf16_into(pass, x, &w.wgate, &mut self.gate);
     }
 }
 
@@ -47,6 +56,28 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     let freqs = m.rope_for(c.compress_ratio(layer_idx));
 
     let (qa, kv_raw) = linear::fp8_pair(pass, &y, &a.wq_a, &a.wkv); // [rows, q_lora], [rows, hd]
+    // The KV rows, the compressors' rows and the indexer's head weights run beside the queries.
+    let mut kv = dev.alloc(kv_raw.len());
+    let mut comp = a.compressor.as_ref().map(|w| CompRows::alloc(pass, w));
+    let mut beside_index = a
+        .indexer
+        .as_ref()
+        .map(|idx| (dev.alloc(pass.rows() * idx.weights_proj.out_dim), CompRows::alloc(pass, &idx.compressor)));
+    let (branch, ()) = dev.beside(|| {
+        ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
+        ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
+        if m.semantics.kv_fp8_round_trip {
+            ops::act_quant(dev, &mut kv, hd, hd - rope_dim, 64);
+        }
+        if let (Some(w), Some(rows)) = (&a.compressor, &mut comp) {
+            rows.project(pass, w, &y);
+        }
+        if let (Some(idx), Some((iw, rows))) = (&a.indexer, &mut beside_index) {
+            linear::bf16_into(pass, &y, &idx.weights_proj, iw); // [rows, ih]
+            rows.project(pass, &idx.compressor, &y);
+        }
+    });
+
     let mut qr = dev.alloc(qa.len());
     ops::rms_norm(dev, &qa, &a.q_norm, pass.eps(), &mut qr);
     // The indexer's queries share the query rows' act_quant.
@@ -59,28 +90,17 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     }; // [rows, H * hd], [rows, ih * ihd]
     ops::head_rms_norm(dev, &mut q, hd, pass.eps());
     ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);
-
-    let mut kv = dev.alloc(kv_raw.len());
-    ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
-    ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
-    if m.semantics.kv_fp8_round_trip {
-        ops::act_quant(dev, &mut kv, hd, hd - rope_dim, 64);
-    }
-
-    let comp = a.compressor.as_ref().map(|comp| comp_rows(pass, comp, &y));
-    let index = a.indexer.as_ref().zip(iq).map(|(idx, mut iq)| {
+    let index = beside_index.zip(iq).map(|((iw, comp), mut iq)| {
         let ihd = c.index_head_dim;
         ops::rope(dev, &mut iq, &pass.pos, ihd, m.rope_for(4), false);
         if m.semantics.indexer_fp4_round_trip {
             ops::hadamard(dev, &mut iq, ihd);
             ops::fp4_round_trip(dev, &mut iq, ihd);
         }
-        IndexFront {
-            iq,
-            iw: linear::bf16(pass, &y, &idx.weights_proj), // [rows, ih]
-            comp: comp_rows(pass, &idx.compressor, &y),
-        }
+        IndexFront { iq, iw, comp }
     });
+    // The join: the process stream waits for the work beside it.
+    drop(branch);
     Front {
         map,
         q,

@@ -78,8 +78,13 @@ pub(crate) fn mxfp4(pass: &Pass<'_>, x: &Act, w: &Mxfp4) -> Act {
 /// bf16 weight: unquantised f32 activations in both semantics.
 pub(crate) fn bf16(pass: &Pass<'_>, x: &Act, w: &Bf16) -> Act {
     let mut out = output(pass, x, w.in_dim, w.out_dim);
-    ops::bf16_gemm(&pass.device, x, w.words(), w.out_dim, w.in_dim, &mut out);
+    bf16_into(pass, x, w, &mut out);
     out
+}
+
+/// `bf16` into `out`, which holds `rows * out_dim` values.
+pub(crate) fn bf16_into(pass: &Pass<'_>, x: &Act, w: &Bf16, out: &mut Act) {
+    ops::bf16_gemm(&pass.device, x, w.words(), w.out_dim, w.in_dim, out);
 }
 
 /// DeepSeek V4's grouped output projection: group `i` of `x` against rows `i*out/g..` of `w`; DeepSeek's code dequantises `wo_a` and multiplies unquantised activations, so both semantics use the exact path.
