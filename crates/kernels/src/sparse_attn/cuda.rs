@@ -1,4 +1,4 @@
-//! CUDA `sparse_attn`: one block per (row, head), the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits.
+//! CUDA `sparse_attn`: one block per (row, head), the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits stepped four at a time.
 
 use super::AttnShape;
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
@@ -10,10 +10,10 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["sparse_attn"],
     controls: &["race_no_sync", "no_sink", "padding_reads_entry_0", "split_by_grid"],
     records: &[
-        CudaLaunch::new(256, 65_535),
+        CudaLaunch::new(512, 65_535),
         CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
-        CudaLaunch::new(512, 65_535),
+        CudaLaunch::new(256, 65_535),
     ],
 };
 
@@ -63,9 +63,8 @@ pub fn sparse_attn_cuda<'a>(
     let f = gpu.function(&KERNEL, "sparse_attn", faults)?;
     let items = rows * heads;
     let scratch = launch.grid(items) as usize * num_idx.max(1);
-    let alloc = |e: cudarc::driver::DriverError| format!("sparse_attn on CUDA: scratch: {e:?}");
-    let mut list = gpu.work().alloc_zeros::<i32>(scratch).map_err(alloc)?;
-    let mut probs = gpu.work().alloc_zeros::<f32>(scratch).map_err(alloc)?;
+    // The kernel writes each block's list and probabilities before reading them.
+    let (mut list, mut probs) = (gpu.scratch::<i32>(scratch)?, gpu.scratch::<f32>(scratch)?);
     let (qd, id, kd, sd) = (gpu.stage(q)?, gpu.stage(idx)?, gpu.stage(kv)?, gpu.stage(sink)?);
     let mut y = gpu.stage_out(out)?;
     {

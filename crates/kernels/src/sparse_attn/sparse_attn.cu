@@ -1,5 +1,7 @@
 // sparse_attn: one block per (row, head) (items past the grid loop); scores by half-warps with the CPU's 16 dot lanes, the softmax with sink in list order, then P.V in fixed 64-entry splits summed in split order, so no bit depends on the grid or block size.
 #define SPLIT 64
+// P.V splits whose chains one thread steps side by side.
+#define PV_SPLITS 4
 
 // q . k in 16 lanes (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds it.
 __device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k, int hd, int lane) {
@@ -87,14 +89,24 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
             p[k] = bf16_probs ? tf_bf16_to_f32(tf_f32_to_bf16(v)) : v;
         }
         __syncthreads();
-        // P.V: each split's FMA chain in list order from zero, the splits added in order.
+        // P.V: each split's FMA chain in list order from zero, the splits added in order; PV_SPLITS splits' chains step side by side.
         for (int c = threadIdx.x; c < hd; c += blockDim.x) {
             float y = 0.0f;
-            for (int k0 = 0; k0 < len; k0 += split) {
-                float acc = 0.0f;
-                int end = min(k0 + split, len);
-                for (int k = k0; k < end; ++k) acc = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc);
-                y = k0 == 0 ? acc : y + acc;
+            for (int k0 = 0; k0 < len; k0 += PV_SPLITS * split) {
+                float acc[PV_SPLITS];
+#pragma unroll
+                for (int g = 0; g < PV_SPLITS; ++g) acc[g] = 0.0f;
+                for (int j = 0; j < split; ++j) {
+#pragma unroll
+                    for (int g = 0; g < PV_SPLITS; ++g) {
+                        int k = k0 + g * split + j;
+                        if (k < len) acc[g] = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc[g]);
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < PV_SPLITS; ++g) {
+                    if (k0 + g * split < len) y = k0 + g * split == 0 ? acc[g] : y + acc[g];
+                }
             }
             o[(size_t)item * hd + c] = y;
         }
