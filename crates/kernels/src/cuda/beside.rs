@@ -1,7 +1,7 @@
 //! Work queued beside the process stream: a second stream forked from it and joined back later, so independent kernels overlap (as parallel branches in a captured graph).
 
+use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
@@ -14,12 +14,17 @@ pub struct Branch<'a> {
     done: Option<CudaEvent>,
 }
 
-/// Sends queued work back to the process stream when the branch's closure returns or unwinds.
-struct Back<'a>(&'a Gpu);
+thread_local! {
+    /// Whether this thread is queuing a branch's work now (other threads' work stays on the process stream).
+    static ON_SIDE: Cell<bool> = const { Cell::new(false) };
+}
 
-impl Drop for Back<'_> {
+/// Sends this thread's queued work back to the process stream when the branch's closure returns or unwinds.
+struct Back;
+
+impl Drop for Back {
     fn drop(&mut self) {
-        self.0.on_side.store(false, Ordering::Relaxed);
+        ON_SIDE.set(false);
     }
 }
 
@@ -28,26 +33,22 @@ fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> String {
 }
 
 impl Gpu {
-    /// The stream kernels, copies and allocations go to now: the side stream inside `beside`, else the process stream.
+    /// The stream this thread's kernels, copies and allocations go to now: the side stream inside `beside`, else the process stream.
     pub fn work(&self) -> &Arc<CudaStream> {
-        if self.on_side.load(Ordering::Relaxed) {
-            &self.side
-        } else {
-            &self.stream
-        }
+        if ON_SIDE.get() { &self.side } else { &self.stream }
     }
 
     /// Queues `f`'s work on the side stream after the work queued so far, overlapping what the process stream queues until the branch's `join`; buffers `f` allocates must be dropped inside it, and buffers it writes for later work allocated before it.
     pub fn beside<R>(&self, f: impl FnOnce() -> R) -> Result<(Branch<'_>, R), String> {
-        if self.on_side.load(Ordering::Relaxed) {
+        if ON_SIDE.get() {
             return Err("a branch beside the process stream is already open".into());
         }
         let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let fork = self.stream.record_event(flags).map_err(err("fork"))?;
         self.side.wait(&fork).map_err(err("fork"))?;
-        self.on_side.store(true, Ordering::Relaxed);
+        ON_SIDE.set(true);
         let r = {
-            let _back = Back(self);
+            let _back = Back;
             f()
         };
         let done = self.side.record_event(flags).map_err(err("branch end"))?;

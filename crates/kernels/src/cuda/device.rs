@@ -26,8 +26,6 @@ pub struct Gpu {
     pub stream: Arc<CudaStream>,
     /// The stream a `beside` branch queues on.
     pub(crate) side: Arc<CudaStream>,
-    /// Whether a `beside` branch is queuing now.
-    pub(crate) on_side: AtomicBool,
     /// Compute capability as `major * 10 + minor` (90 on the H100 and H200).
     pub arch: u32,
     pub name: String,
@@ -116,7 +114,6 @@ fn open() -> Result<Gpu, String> {
         ctx,
         stream,
         side,
-        on_side: AtomicBool::new(false),
         arch,
         name,
         ordinal,

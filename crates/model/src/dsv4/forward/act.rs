@@ -12,6 +12,39 @@ use super::device::Device;
 pub(crate) enum Act<T = f32> {
     Host(Vec<T>),
     Dev(CudaSlice<T>, usize),
+    /// A captured graph's output buffer, used in place by the pass that replayed it and never freed here.
+    Lent(Borrowed<T>, usize),
+}
+
+/// A device buffer used without owning it: dropping it frees nothing.
+pub(crate) struct Borrowed<T>(Option<CudaSlice<T>>);
+
+impl<T> Borrowed<T> {
+    /// Safety: the buffer must stay allocated while this lives, and nothing else may free it through this handle.
+    pub(crate) unsafe fn new(s: CudaSlice<T>) -> Borrowed<T> {
+        Borrowed(Some(s))
+    }
+}
+
+impl<T> Drop for Borrowed<T> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.leak();
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Borrowed<T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        self.0.as_ref().expect("a borrowed buffer until dropped")
+    }
+}
+
+impl<T> std::ops::DerefMut for Borrowed<T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        self.0.as_mut().expect("a borrowed buffer until dropped")
+    }
 }
 
 /// Element types activations hold.
@@ -37,31 +70,50 @@ impl<T: Elem> Act<T> {
     pub fn len(&self) -> usize {
         match self {
             Act::Host(v) => v.len(),
-            Act::Dev(_, n) => *n,
+            Act::Dev(_, n) | Act::Lent(_, n) => *n,
+        }
+    }
+
+    /// The device buffer and value count of a GPU activation.
+    pub fn dev(&self) -> Option<(&CudaSlice<T>, usize)> {
+        match self {
+            Act::Host(_) => None,
+            Act::Dev(s, n) => Some((s, *n)),
+            Act::Lent(s, n) => Some((s, *n)),
+        }
+    }
+
+    fn dev_mut(&mut self) -> Option<(&mut CudaSlice<T>, usize)> {
+        match self {
+            Act::Host(_) => None,
+            Act::Dev(s, n) => Some((s, *n)),
+            Act::Lent(s, n) => Some((s, *n)),
         }
     }
 
     /// A kernel input reading these values where they are.
     pub fn input(&self) -> In<'_, T> {
-        match self {
-            Act::Host(v) => In::Host(v),
-            Act::Dev(s, n) => In::Dev(s.slice(..*n)),
+        match (self, self.dev()) {
+            (_, Some((s, n))) => In::Dev(s.slice(..n)),
+            (Act::Host(v), None) => In::Host(v),
+            _ => unreachable!("a GPU activation has a device buffer"),
         }
     }
 
     /// A kernel output writing these values where they are.
     pub fn output(&mut self) -> Out<'_, T> {
-        match self {
-            Act::Host(v) => Out::Host(v),
-            Act::Dev(s, n) => Out::Dev(s.slice_mut(..*n)),
+        if let Act::Host(v) = self {
+            return Out::Host(v);
         }
+        let (s, n) = self.dev_mut().expect("a GPU activation has a device buffer");
+        Out::Dev(s.slice_mut(..n))
     }
 
     /// The host values of a CPU pass.
     pub fn host(&self) -> &[T] {
         match self {
             Act::Host(v) => v,
-            Act::Dev(..) => panic!("a CPU kernel was handed a GPU buffer"),
+            _ => panic!("a CPU kernel was handed a GPU buffer"),
         }
     }
 
@@ -69,7 +121,7 @@ impl<T: Elem> Act<T> {
     pub fn host_mut(&mut self) -> &mut [T] {
         match self {
             Act::Host(v) => v,
-            Act::Dev(..) => panic!("a CPU kernel was handed a GPU buffer"),
+            _ => panic!("a CPU kernel was handed a GPU buffer"),
         }
     }
 
@@ -93,9 +145,10 @@ impl<T: Elem> Act<T> {
     pub fn duplicate(&self, d: &Device) -> Act<T> {
         match self {
             Act::Host(v) => Act::Host(v.clone()),
-            Act::Dev(s, n) => {
+            dev => {
+                let (s, n) = dev.dev().expect("a GPU activation has a device buffer");
                 let c = d.cuda().expect("a GPU buffer in a GPU pass");
-                Act::Dev(cuda_ok("copying", c.gpu.work().clone_dtod(s)), *n)
+                Act::Dev(cuda_ok("copying", c.gpu.work().clone_dtod(s)), n)
             }
         }
     }
@@ -108,7 +161,8 @@ impl<T: Elem> Act<T> {
                     dst[o * width..(o + 1) * width].copy_from_slice(&s[i * width..(i + 1) * width]);
                 }
             }
-            (Act::Dev(dst, _), Act::Dev(s, _)) => {
+            (dst, s) if dst.dev().is_some() && s.dev().is_some() => {
+                let ((dst, _), (s, _)) = (dst.dev_mut().expect("checked"), s.dev().expect("checked"));
                 let c = d.cuda().expect("a GPU buffer in a GPU pass");
                 for (o, i, n) in runs(dst_rows, src_rows) {
                     let from = s.slice(i * width..(i + n) * width);
@@ -170,9 +224,9 @@ impl Device {
         let c = self.cuda().expect("a GPU buffer in a GPU pass");
         let views: Vec<_> = acts
             .iter()
-            .map(|a| match a {
-                Act::Dev(s, n) => s.slice(..*n),
-                Act::Host(_) => panic!("a host buffer among a GPU pass's read-backs"),
+            .map(|a| match a.dev() {
+                Some((s, n)) => s.slice(..n),
+                None => panic!("a host buffer among a GPU pass's read-backs"),
             })
             .collect();
         let t = Instant::now();

@@ -59,10 +59,12 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     // The KV rows, the compressors' rows and the indexer's head weights run beside the queries.
     let mut kv = dev.alloc(kv_raw.len());
     let mut comp = a.compressor.as_ref().map(|w| CompRows::alloc(pass, w));
-    let mut beside_index = a
-        .indexer
-        .as_ref()
-        .map(|idx| (dev.alloc(pass.rows() * idx.weights_proj.out_dim), CompRows::alloc(pass, &idx.compressor)));
+    let mut beside_index = a.indexer.as_ref().map(|idx| {
+        (
+            dev.alloc(pass.rows() * idx.weights_proj.out_dim),
+            CompRows::alloc(pass, &idx.compressor),
+        )
+    });
     let (branch, ()) = dev.beside(|| {
         ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
         ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);

@@ -5,10 +5,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr};
 use tensorfold_kernels::cuda::{self, Gpu, Graph};
 
-use super::act::{Act, cuda_ok};
+use super::act::{Act, Borrowed, cuda_ok};
 use super::device::CudaDevice;
 use super::front::{self, Front};
 use super::{Pass, block, slots};
@@ -138,19 +138,19 @@ fn ints<'p>(pass: &'p Pass<'_>, part: Part) -> &'p Act<i32> {
     }
 }
 
-/// Copies `x` and the part's integers into the graph's inputs, launches it and copies its outputs out.
+/// Copies `x` and the part's integers into the graph's inputs, launches it and lends its output buffers to the pass.
 fn replay(pass: &Pass<'_>, part: Part, c: &CudaDevice, g: &mut Captured, x: &Act) -> Vec<Act> {
     let s = &c.gpu.stream;
-    let (Act::Dev(xs, n), Act::Dev(is, rows)) = (x, ints(pass, part)) else {
+    let (Some((xs, n)), Some((is, rows))) = (x.dev(), ints(pass, part).dev()) else {
         panic!("host buffers in a GPU pass");
     };
     cuda_ok(
         "copying streams in",
-        s.memcpy_dtod(&xs.slice(..*n), &mut g.x.slice_mut(..*n)),
+        s.memcpy_dtod(&xs.slice(..n), &mut g.x.slice_mut(..n)),
     );
     cuda_ok(
         "copying positions or token ids in",
-        s.memcpy_dtod(&is.slice(..*rows), &mut g.ints.slice_mut(..*rows)),
+        s.memcpy_dtod(&is.slice(..rows), &mut g.ints.slice_mut(..rows)),
     );
     c.gpu.mark(|| format!("{part:?} copied in"));
     cuda_ok("replaying", g.graph.launch());
@@ -159,13 +159,10 @@ fn replay(pass: &Pass<'_>, part: Part, c: &CudaDevice, g: &mut Captured, x: &Act
     g.outs
         .iter()
         .map(|(o, len)| {
-            let mut out = pass.device.alloc::<f32>(*len);
-            if let Act::Dev(d, _) = &mut out
-                && *len > 0
-            {
-                cuda_ok("copying out", s.memcpy_dtod(&o.slice(..*len), &mut d.slice_mut(..*len)));
-            }
-            out
+            let (ptr, _) = o.device_ptr(s);
+            // SAFETY: the device keeps its graphs, so the buffer outlives the pass; only this graph's next replay rewrites it, queued after this pass's last use and after its read-back.
+            let lent = unsafe { Borrowed::new(s.upgrade_device_ptr::<f32>(ptr, o.len())) };
+            Act::Lent(lent, *len)
         })
         .collect()
 }
