@@ -314,3 +314,36 @@ fn a_server_without_the_extension_gets_figures_marked_unavailable() {
         text(&out)
     );
 }
+
+#[test]
+fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
+    let args = [
+        "bench",
+        "kernels",
+        "--json",
+        "--seconds",
+        "0.01",
+        "--working-set-mib",
+        "1",
+        "--read-mib",
+        "8",
+    ];
+    let out = tensorfold(&[&args[..], &["--only", "fp8 gemv"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["results"].as_array().expect("results");
+    assert!(results.len() >= 8, "{v}");
+    for r in results {
+        for key in ["weight_gb_per_s", "paired_read_gb_per_s", "fraction_of_paired_read"] {
+            assert!(positive(&r[key]), "{key} of {r}");
+        }
+        let ratio = r["weight_gb_per_s"].as_f64().unwrap() / r["paired_read_gb_per_s"].as_f64().unwrap();
+        assert!(
+            (ratio - r["fraction_of_paired_read"].as_f64().unwrap()).abs() < 1e-9,
+            "{r}"
+        );
+    }
+    assert!(positive(&v["read_bandwidth_gb_per_s"]), "{v}");
+    let out = bench_fails("kernels --read-mib 0");
+    assert!(has(&out, "read-mib"), "{}", text(&out));
+}

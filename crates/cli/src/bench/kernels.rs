@@ -6,7 +6,7 @@ use clap::Args;
 use serde_json::json;
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
-use tensorfold_kernels::cpu::{CpuLaunch, SimdPath};
+use tensorfold_kernels::cpu::{CpuLaunch, SimdPath, par_chunks_mut};
 use tensorfold_kernels::dequant_gemm::{WeightFormat, dequant_gemm};
 use tensorfold_kernels::fp8_gemm::fp8_gemm;
 use tensorfold_kernels::grouped_proj::grouped_proj;
@@ -29,10 +29,11 @@ pub struct KernelsArgs {
     /// FP8 and MXFP4 weights, and the read-bandwidth buffer, in anonymous memory advised MADV_HUGEPAGE (2 MB pages, as the engine's checkpoint mappings are advised) instead of the heap's 4 KB pages.
     #[arg(long)]
     huge_pages: bool,
+    /// MiB the read-bandwidth yardstick sums, before and after the kernels.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    read_mib: u64,
 }
 
-/// The read-bandwidth buffer.
-const READ_BYTES: usize = 1 << 30;
 /// Distinct experts an MXFP4 benchmark cycles through.
 const MIN_EXPERTS: usize = 64;
 
@@ -46,10 +47,15 @@ struct Row {
     weight_gbs: f64,
     best_gbs: f64,
     gflops: f64,
+    /// Median GB/s of another copy of the weights summed on the same threads, between the calls.
+    paired_gbs: f64,
 }
 
 /// One call of a benchmark on copy `i` of its weights.
 type Call<'a> = Box<dyn FnMut(usize, &CpuLaunch) + 'a>;
+
+/// Copy `i`'s weight bytes, for the paired read.
+type Bytes<'a> = Box<dyn Fn(usize) -> Vec<&'a [u8]> + 'a>;
 
 /// A benchmark: its weight bytes per call, FLOPs per call, and a call on copy `i` of its weights.
 struct Bench<'a> {
@@ -60,11 +66,13 @@ struct Bench<'a> {
     flops: f64,
     copies: usize,
     call: Call<'a>,
+    bytes_of: Bytes<'a>,
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = SimdPath::best();
-    let read_before = read_bandwidth(2, args.huge_pages);
+    let read_bytes = (args.read_mib as usize) << 20;
+    let read_before = read_bandwidth(2, read_bytes, args.huge_pages);
     let mut rows = Vec::new();
     // The most anonymous memory in huge pages while any benchmark's weights were held.
     let mut huge = 0;
@@ -88,15 +96,23 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             };
             let copies = bench.copies;
             (bench.call)(0, &launch);
-            let mut times = Vec::new();
+            let (mut times, mut reads) = (Vec::new(), Vec::new());
             let start = Instant::now();
             while times.len() < 5 || start.elapsed().as_secs_f64() < args.seconds {
+                let i = times.len() % copies;
                 let t = Instant::now();
-                (bench.call)(times.len() % copies, &launch);
+                (bench.call)(i, &launch);
                 times.push(t.elapsed().as_secs_f64());
+                // The copy farthest from the ones just called, so the read finds it no nearer the core than the call did.
+                let parts = (bench.bytes_of)((i + copies / 2) % copies);
+                let t = Instant::now();
+                std::hint::black_box(paired_read(&parts, threads));
+                reads.push(t.elapsed().as_secs_f64());
             }
             times.sort_by(f64::total_cmp);
+            reads.sort_by(f64::total_cmp);
             let (secs, best) = (times[times.len() / 2], times[0]);
+            let read: usize = (bench.bytes_of)(0).iter().map(|p| p.len()).sum();
             rows.push(Row {
                 name: bench.name.to_string(),
                 shape: bench.shape.clone(),
@@ -106,11 +122,12 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 weight_gbs: bench.bytes as f64 / secs / 1e9,
                 best_gbs: bench.bytes as f64 / best / 1e9,
                 gflops: bench.flops / secs / 1e9,
+                paired_gbs: read as f64 / reads[reads.len() / 2] / 1e9,
             });
         }
     }
     // Measured before and after the kernels; the larger is the conservative reference.
-    let read_after = read_bandwidth(2, args.huge_pages);
+    let read_after = read_bandwidth(2, read_bytes, args.huge_pages);
     let read_gbs = read_before.max(read_after);
     if args.json {
         let results: Vec<_> = rows
@@ -118,7 +135,8 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             .map(|r| {
                 json!({ "name": r.name, "shape": r.shape, "rows": r.rows, "threads": r.threads, "ms": r.ms,
                         "weight_gb_per_s": r.weight_gbs, "best_weight_gb_per_s": r.best_gbs, "gflop_per_s": r.gflops,
-                        "fraction_of_read_bandwidth": r.weight_gbs / read_gbs })
+                        "fraction_of_read_bandwidth": r.weight_gbs / read_gbs,
+                        "paired_read_gb_per_s": r.paired_gbs, "fraction_of_paired_read": r.weight_gbs / r.paired_gbs })
             })
             .collect();
         let out = json!({ "simd": simd.to_string(), "read_bandwidth_gb_per_s": read_gbs,
@@ -129,18 +147,28 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     }
     println!(
         "read bandwidth: {read_gbs:.1} GB/s (2 threads summing {} MiB, best of 3; {read_before:.1} before the kernels, {read_after:.1} after); SIMD path {simd}",
-        READ_BYTES >> 20
+        args.read_mib
     );
     println!(
-        "median call; `of read` is median weight GB/s over the read bandwidth; {huge} MiB of anonymous huge pages"
+        "median call; `of read` is median weight GB/s over the read bandwidth; `paired` is the median GB/s of another copy of the weights summed on as many threads between the calls, `of pair` the call's share of it; {huge} MiB of anonymous huge pages"
     );
     println!(
-        "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>8}",
-        "kernel", "shape [n, k]", "rows", "thr", "ms/call", "weight GB/s", "best GB/s", "GFLOP/s", "of read"
+        "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>8} {:>7} {:>8}",
+        "kernel",
+        "shape [n, k]",
+        "rows",
+        "thr",
+        "ms/call",
+        "weight GB/s",
+        "best GB/s",
+        "GFLOP/s",
+        "of read",
+        "paired",
+        "of pair"
     );
     for r in &rows {
         println!(
-            "{:<22} {:<16} {:>4} {:>3} {:>9.3} {:>11.1} {:>9.1} {:>9.1} {:>7.0}%",
+            "{:<22} {:<16} {:>4} {:>3} {:>9.3} {:>11.1} {:>9.1} {:>9.1} {:>7.0}% {:>7.1} {:>7.0}%",
             r.name,
             r.shape,
             r.rows,
@@ -149,7 +177,9 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             r.weight_gbs,
             r.best_gbs,
             r.gflops,
-            100.0 * r.weight_gbs / read_gbs
+            100.0 * r.weight_gbs / read_gbs,
+            r.paired_gbs,
+            100.0 * r.weight_gbs / r.paired_gbs
         );
     }
     Ok(())
@@ -188,8 +218,8 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: Vec<Weights> = (0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect();
-        let s = vec![115u8; scales];
+        let w: &'a [Weights] = Vec::leak((0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect());
+        let s: &'a [u8] = Vec::leak(vec![115u8; scales]);
         return Bench {
             name,
             shape,
@@ -197,7 +227,8 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             bytes,
             flops,
             copies,
-            call: Box::new(move |i, l| fp8_gemm(&x, &w[i], &s, n, k, &mut out, l, Faults::NONE)),
+            call: Box::new(move |i, l| fp8_gemm(&x, &w[i], s, n, k, &mut out, l, Faults::NONE)),
+            bytes_of: Box::new(move |i| vec![&w[i][..], s]),
         };
     }
     if name.starts_with("mxfp4") {
@@ -209,10 +240,12 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         } else {
             working_set.div_ceil(bytes).max(MIN_EXPERTS)
         };
-        let w: Vec<Weights> = (0..copies).map(|_| place(noise(&mut seed, n * k / 2), huge)).collect();
-        let s: Vec<Vec<u8>> = (0..copies)
-            .map(|_| noise(&mut seed, scales).into_iter().map(|b| 118 + b % 8).collect())
-            .collect();
+        let w: &'a [Weights] = Vec::leak((0..copies).map(|_| place(noise(&mut seed, n * k / 2), huge)).collect());
+        let s: &'a [Vec<u8>] = Vec::leak(
+            (0..copies)
+                .map(|_| noise(&mut seed, scales).into_iter().map(|b| 118 + b % 8).collect())
+                .collect(),
+        );
         return Bench {
             name,
             shape,
@@ -221,19 +254,22 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             flops,
             copies,
             call: Box::new(move |i, l| mxfp4_gemm(&x, &w[i], &s[i], n, k, &mut out, l, Faults::NONE)),
+            bytes_of: Box::new(move |i| vec![&w[i][..], &s[i][..]]),
         };
     }
     if name.starts_with("bf16") {
         let bytes = 2 * n * k;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: Vec<Vec<u16>> = (0..copies)
-            .map(|_| {
-                noise(&mut seed, bytes)
-                    .chunks_exact(2)
-                    .map(|p| 0x3C00 | (p[0] as u16 & 0x807F) | ((p[1] as u16 & 3) << 7))
-                    .collect()
-            })
-            .collect();
+        let w: &'a [Vec<u16>] = Vec::leak(
+            (0..copies)
+                .map(|_| {
+                    noise(&mut seed, bytes)
+                        .chunks_exact(2)
+                        .map(|p| 0x3C00 | (p[0] as u16 & 0x807F) | ((p[1] as u16 & 3) << 7))
+                        .collect()
+                })
+                .collect(),
+        );
         return Bench {
             name,
             shape,
@@ -242,6 +278,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             flops,
             copies,
             call: Box::new(move |i, l| bf16_gemm(&x, &w[i], n, k, &mut out, l, Faults::NONE)),
+            bytes_of: Box::new(move |i| vec![as_bytes(&w[i])]),
         };
     }
     if name.starts_with("dequant_gemm") || name.starts_with("grouped_proj") {
@@ -254,14 +291,14 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: Vec<Vec<u8>> = (0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect();
-        let s = vec![115u8; scales];
+        let w: &'a [Vec<u8>] = Vec::leak((0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect());
+        let s: &'a [u8] = Vec::leak(vec![115u8; scales]);
         // dequant_gemm is wo_a as the model applies it (weights decoded exactly, activations unquantised).
         let call: Call<'a> = if name.starts_with("dequant_gemm") {
             let fp8 = WeightFormat::Fp8Block;
-            Box::new(move |i, l| dequant_gemm(&x, &w[i], &s, fp8, n, k, groups, &mut out, l, Faults::NONE))
+            Box::new(move |i, l| dequant_gemm(&x, &w[i], s, fp8, n, k, groups, &mut out, l, Faults::NONE))
         } else {
-            Box::new(move |i, l| grouped_proj(&x, &w[i], &s, groups, o_lora, k, &mut out, l, Faults::NONE))
+            Box::new(move |i, l| grouped_proj(&x, &w[i], s, groups, o_lora, k, &mut out, l, Faults::NONE))
         };
         return Bench {
             name,
@@ -271,6 +308,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             flops,
             copies,
             call,
+            bytes_of: Box::new(move |i| vec![&w[i][..], s]),
         };
     }
     unreachable!("unknown benchmark {name}")
@@ -333,9 +371,9 @@ fn fp8_codes(seed: &mut u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// GB/s of `threads` threads summing disjoint halves of a large buffer, best of three passes.
-fn read_bandwidth(threads: usize, huge: bool) -> f64 {
-    let bytes: Vec<u8> = (0..(READ_BYTES / 8) as u64).flat_map(u64::to_le_bytes).collect();
+/// GB/s of `threads` threads summing disjoint halves of a buffer of `len` bytes, best of three passes.
+fn read_bandwidth(threads: usize, len: usize, huge: bool) -> f64 {
+    let bytes: Vec<u8> = (0..(len / 8) as u64).flat_map(u64::to_le_bytes).collect();
     // The same pages as the weights: 2 MB ones under `--huge-pages`.
     let held = place(bytes, huge);
     // SAFETY: any eight bytes are a valid u64.
@@ -358,6 +396,28 @@ fn read_bandwidth(threads: usize, huge: bool) -> f64 {
         best = best.max((words * 8) as f64 / start.elapsed().as_secs_f64() / 1e9);
     }
     best
+}
+
+/// The bytes of bf16 words.
+fn as_bytes(w: &[u16]) -> &[u8] {
+    // SAFETY: any u16 is two initialised bytes, and u8 has no alignment.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, 2 * w.len()) }
+}
+
+/// Sums `parts` (one weight copy's arrays) on `threads` pool threads, each taking a contiguous share of every part, as the kernels split columns.
+fn paired_read(parts: &[&[u8]], threads: usize) -> u64 {
+    let mut sums = vec![0u64; threads];
+    par_chunks_mut(&mut sums, 1, threads, |t, out| {
+        for p in parts {
+            let per = p.len().div_ceil(threads).next_multiple_of(64);
+            let piece = &p[(t * per).min(p.len())..((t + 1) * per).min(p.len())];
+            // SAFETY: any eight bytes are a valid u64.
+            let (head, words, tail) = unsafe { piece.align_to::<u64>() };
+            let bytes = head.iter().chain(tail).fold(0u64, |a, &b| a.wrapping_add(b as u64));
+            out[0] = out[0].wrapping_add(sum(words)).wrapping_add(bytes);
+        }
+    });
+    sums.iter().fold(0, |a, &b| a.wrapping_add(b))
 }
 
 /// Wrapping sum with eight independent accumulators, on AVX2 where the CPU has it.
