@@ -346,4 +346,21 @@ fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
     assert!(positive(&v["read_bandwidth_gb_per_s"]), "{v}");
     let out = bench_fails("kernels --read-mib 0");
     assert!(has(&out, "read-mib"), "{}", text(&out));
+    let out = bench_fails("kernels --simd avx1024");
+    assert!(has(&out, "this CPU runs portable"), "{}", text(&out));
+    let args = [
+        "bench",
+        "kernels",
+        "--json",
+        "--seconds",
+        "0.01",
+        "--read-mib",
+        "8",
+        "--simd",
+        "portable",
+    ];
+    let out = tensorfold(&[&args[..], &["--only", "fp8 gemv cached"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["simd"], "portable", "{v}");
 }

@@ -29,6 +29,9 @@ pub struct KernelsArgs {
     /// FP8 and MXFP4 weights, and the read-bandwidth buffer, in anonymous memory advised MADV_HUGEPAGE (2 MB pages, as the engine's checkpoint mappings are advised) instead of the heap's 4 KB pages.
     #[arg(long)]
     huge_pages: bool,
+    /// SIMD path of the kernels: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs).
+    #[arg(long, value_parser = simd_path)]
+    simd: Option<SimdPath>,
     /// MiB the read-bandwidth yardstick sums, before and after the kernels.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     read_mib: u64,
@@ -70,7 +73,7 @@ struct Bench<'a> {
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
-    let simd = SimdPath::best();
+    let simd = args.simd.unwrap_or_else(SimdPath::best);
     let read_bytes = (args.read_mib as usize) << 20;
     let read_before = read_bandwidth(2, read_bytes, args.huge_pages);
     let mut rows = Vec::new();
@@ -396,6 +399,16 @@ fn read_bandwidth(threads: usize, len: usize, huge: bool) -> f64 {
         best = best.max((words * 8) as f64 / start.elapsed().as_secs_f64() / 1e9);
     }
     best
+}
+
+/// A SIMD path this CPU runs, by name.
+fn simd_path(name: &str) -> Result<SimdPath, String> {
+    let have = SimdPath::available();
+    let names: Vec<String> = have.iter().map(|p| p.to_string()).collect();
+    match have.into_iter().find(|p| p.to_string() == name) {
+        Some(p) => Ok(p),
+        None => Err(format!("this CPU runs {}", names.join(", "))),
+    }
 }
 
 /// The bytes of bf16 words.

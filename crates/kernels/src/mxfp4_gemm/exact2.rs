@@ -165,35 +165,60 @@ fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
     _mm256_cvtepi32_ps(s)
 }
 
-/// Integer lanes of chunk c of the 16 rows: r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+/// `lanes_int` by VPDPBUSD: each digit plane's four byte products a lane in one add, the same integers.
 #[inline]
-#[target_feature(enable = "avx2,fma")]
-fn chunk_int<const THREE: bool>(
+#[target_feature(enable = "avx2,fma,avxvnni")]
+fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
+    let m = _mm256_set1_epi8(0x0F);
+    let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
+    let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
+    let plane = |init: __m256i, p: usize| {
+        _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(init, lo, pl.d[p][0]), hi, pl.d[p][1])
+    };
+    let mut s = _mm256_add_epi32(
+        plane(pl.offset, 0),
+        _mm256_slli_epi32::<8>(plane(_mm256_setzero_si256(), 1)),
+    );
+    if THREE {
+        s = _mm256_add_epi32(s, _mm256_slli_epi32::<16>(plane(_mm256_setzero_si256(), 2)));
+    }
+    _mm256_cvtepi32_ps(s)
+}
+
+/// Integer lanes of chunk c of the 16 rows (by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+#[inline(always)]
+unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
     rows: &[&[u8]; PAIRS],
     c: usize,
     ch: &ChunkDigits,
     t: __m256i,
     ahead: usize,
 ) -> [[__m256; 2]; 4] {
-    for row in rows {
-        // A prefetch never faults.
-        _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
-    }
-    let mut r = [[_mm256_setzero_ps(); 2]; 4];
-    for g in 0..2 {
-        let pl = planes::<THREE>(ch, g);
-        for (i, ri) in r.iter_mut().enumerate() {
-            let mut four = [_mm256_setzero_ps(); 4];
-            for (q, f) in four.iter_mut().enumerate() {
-                let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
-                // SAFETY: the caller's chunk c is whole: 32 bytes of the row at lane 8g.
-                *f = lanes_int::<THREE>(unsafe { _mm256_loadu_si256(p as *const __m256i) }, &pl, t);
-            }
-            // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
-            ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
+    // SAFETY: the caller's features cover AVX2, FMA and, when VNNI, AVX-VNNI; chunk c is whole in every row.
+    unsafe {
+        for row in rows {
+            // A prefetch never faults.
+            _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
         }
+        let mut r = [[_mm256_setzero_ps(); 2]; 4];
+        for g in 0..2 {
+            let pl = planes::<THREE>(ch, g);
+            for (i, ri) in r.iter_mut().enumerate() {
+                let mut four = [_mm256_setzero_ps(); 4];
+                for (q, f) in four.iter_mut().enumerate() {
+                    let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
+                    let d = _mm256_loadu_si256(p as *const __m256i);
+                    *f = match VNNI {
+                        true => lanes_vnni::<THREE>(d, &pl, t),
+                        false => lanes_int::<THREE>(d, &pl, t),
+                    };
+                }
+                // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
+                ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
+            }
+        }
+        r
     }
-    r
 }
 
 /// Chunk c of the 16 rows by the FMA chain, as `chunk_int`: activations at `a`.
@@ -262,52 +287,83 @@ pub(super) unsafe fn rows_avx2(
     k: usize,
     ahead: usize,
 ) -> [f32; PAIRS] {
-    let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
-    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= blocks * GROUP);
-    assert!(rows.iter().all(|r| r.len() == k / 2) && digits.is_none_or(|d| d.chunks.len() >= full));
-    let tw = weight_table();
-    // SAFETY: 32 bytes; 8 floats.
-    let (t, mag) = unsafe {
-        (
+    // SAFETY: AVX2 and FMA are enabled here.
+    unsafe { rows_body::<false>(a, sa, digits, swt, rows, k, ahead) }
+}
+
+/// `rows_avx2` with the integer lanes by VPDPBUSD: the same bits.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avxvnni")]
+pub(super) unsafe fn rows_avx2_vnni(
+    a: &[u16],
+    sa: &[f32],
+    digits: Option<&Digits>,
+    swt: &[f32],
+    rows: &[&[u8]; PAIRS],
+    k: usize,
+    ahead: usize,
+) -> [f32; PAIRS] {
+    // SAFETY: AVX2, FMA and AVX-VNNI are enabled here.
+    unsafe { rows_body::<true>(a, sa, digits, swt, rows, k, ahead) }
+}
+
+/// `rows_avx2`'s body, inlined into callers whose features cover AVX2, FMA and, when VNNI, AVX-VNNI.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn rows_body<const VNNI: bool>(
+    a: &[u16],
+    sa: &[f32],
+    digits: Option<&Digits>,
+    swt: &[f32],
+    rows: &[&[u8]; PAIRS],
+    k: usize,
+    ahead: usize,
+) -> [f32; PAIRS] {
+    // SAFETY: the caller enabled AVX2 and FMA (and AVX-VNNI when VNNI); every read is checked or asserted below.
+    unsafe {
+        let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
+        assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= blocks * GROUP);
+        assert!(rows.iter().all(|r| r.len() == k / 2) && digits.is_none_or(|d| d.chunks.len() >= full));
+        let tw = weight_table();
+        // 32 bytes; 8 floats.
+        let (t, mag) = (
             _mm256_loadu_si256(tw.as_ptr() as *const __m256i),
             _mm256_loadu_ps(e2m1::TABLE.as_ptr()),
-        )
-    };
-    // Lane j of acc[h]: column 8h + j.
-    let mut acc = [_mm256_setzero_ps(); 2];
-    for (c, &sa) in sa.iter().enumerate().take(chunks) {
-        // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
-        let r = match digits.filter(|d| c < full && d.exact[c]) {
-            Some(dg) if dg.three[c] => chunk_int::<true>(rows, c, &dg.chunks[c], t, ahead),
-            Some(dg) => chunk_int::<false>(rows, c, &dg.chunks[c], t, ahead),
-            // SAFETY: chunk c's 128 activations lie inside the row (asserted on entry).
-            None => unsafe { chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag) },
-        };
-        let s = _mm256_set1_ps(sa);
-        for (h, acc) in acc.iter_mut().enumerate() {
-            for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {
-                let per_block = [
-                    _mm256_permute2f128_ps::<0x20>(r0, r1),
-                    _mm256_permute2f128_ps::<0x31>(r0, r1),
-                ];
-                for (b, inner) in per_block.into_iter().enumerate() {
-                    let kb = 4 * c + 2 * g + b;
-                    if kb < blocks {
-                        // SAFETY: swt holds `blocks` rows of 16 (asserted on entry).
-                        let sw = unsafe { _mm256_loadu_ps(swt.as_ptr().add(kb * GROUP + 8 * h)) };
-                        *acc = _mm256_fmadd_ps(inner, _mm256_mul_ps(s, sw), *acc);
+        );
+        // Lane j of acc[h]: column 8h + j.
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (c, &sa) in sa.iter().enumerate().take(chunks) {
+            // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
+            let r = match digits.filter(|d| c < full && d.exact[c]) {
+                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], t, ahead),
+                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], t, ahead),
+                // Chunk c's 128 activations lie inside the row (asserted on entry).
+                None => chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag),
+            };
+            let s = _mm256_set1_ps(sa);
+            for (h, acc) in acc.iter_mut().enumerate() {
+                for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {
+                    let per_block = [
+                        _mm256_permute2f128_ps::<0x20>(r0, r1),
+                        _mm256_permute2f128_ps::<0x31>(r0, r1),
+                    ];
+                    for (b, inner) in per_block.into_iter().enumerate() {
+                        let kb = 4 * c + 2 * g + b;
+                        if kb < blocks {
+                            // swt holds `blocks` rows of 16 (asserted on entry).
+                            let sw = _mm256_loadu_ps(swt.as_ptr().add(kb * GROUP + 8 * h));
+                            *acc = _mm256_fmadd_ps(inner, _mm256_mul_ps(s, sw), *acc);
+                        }
                     }
                 }
             }
         }
-    }
-    let mut out = [0f32; PAIRS];
-    // SAFETY: 8 floats each.
-    unsafe {
+        let mut out = [0f32; PAIRS];
+        // 8 floats each.
         _mm256_storeu_ps(out.as_mut_ptr(), acc[0]);
         _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[1]);
+        out
     }
-    out
 }
 
 #[cfg(test)]
@@ -341,6 +397,16 @@ mod tests {
             }
             let got = rows_avx2(&a, &sa, Some(&d), &swt, &rows, k, 1024);
             let want = rows_avx2(&a, &sa, None, &swt, &rows, k, 1024);
+            if is_x86_feature_detected!("avxvnni") {
+                let vnni = rows_avx2_vnni(&a, &sa, Some(&d), &swt, &rows, k, 1024);
+                assert_eq!(
+                    vnni.map(f32::to_bits),
+                    got.map(f32::to_bits),
+                    "VPDPBUSD lanes against VPMADDUBSW lanes"
+                );
+                let chain = rows_avx2_vnni(&a, &sa, None, &swt, &rows, k, 1024);
+                assert_eq!(chain.map(f32::to_bits), want.map(f32::to_bits));
+            }
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
             (bits(got), bits(want), exact)
         }

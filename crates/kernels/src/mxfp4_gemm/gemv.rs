@@ -122,8 +122,14 @@ pub unsafe fn gemv_avx2(
     let digits = Some(&digits).filter(|d| d.exact_chunks() > 0);
     // SAFETY: the callers checked avx2 and fma; the decoder checks what it reads.
     let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe { decode_scales(rows, swt) };
-    // SAFETY: as above; `rows_avx2` checks what it reads.
-    let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe { exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD) };
+    let vnni = is_x86_feature_detected!("avxvnni");
+    // SAFETY: as above, AVX-VNNI checked where used; both kernels check what they read.
+    let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
+        match vnni {
+            true => exact2::rows_avx2_vnni(a, sa, digits, swt, rows, k, AHEAD),
+            false => exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD),
+        }
+    };
     streamed(w, w_scale, k, cols, out, decode, rows);
 }
 
