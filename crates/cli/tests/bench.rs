@@ -315,22 +315,27 @@ fn a_server_without_the_extension_gets_figures_marked_unavailable() {
     );
 }
 
-#[test]
-fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
-    let args = [
+/// `bench kernels --json` on the benchmarks named `only` with small measurements and the extra `args`.
+fn kernels_json(only: &str, args: &[&str]) -> Value {
+    let base = [
         "bench",
         "kernels",
         "--json",
         "--seconds",
         "0.01",
-        "--working-set-mib",
-        "1",
         "--read-mib",
         "8",
+        "--only",
+        only,
     ];
-    let out = tensorfold(&[&args[..], &["--only", "fp8 gemv"]].concat());
+    let out = tensorfold(&[&base[..], args].concat());
     assert!(out.status.success(), "{}", text(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
+    let v = kernels_json("fp8 gemv", &["--working-set-mib", "1"]);
     let results = v["results"].as_array().expect("results");
     assert!(results.len() >= 8, "{v}");
     for r in results {
@@ -348,19 +353,6 @@ fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
     assert!(has(&out, "read-mib"), "{}", text(&out));
     let out = bench_fails("kernels --simd avx1024");
     assert!(has(&out, "this CPU runs portable"), "{}", text(&out));
-    let args = [
-        "bench",
-        "kernels",
-        "--json",
-        "--seconds",
-        "0.01",
-        "--read-mib",
-        "8",
-        "--simd",
-        "portable",
-    ];
-    let out = tensorfold(&[&args[..], &["--only", "fp8 gemv cached"]].concat());
-    assert!(out.status.success(), "{}", text(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = kernels_json("fp8 gemv cached", &["--simd", "portable"]);
     assert_eq!(v["simd"], "portable", "{v}");
 }
