@@ -4,7 +4,7 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::{CHUNK, LAYOUT};
-use super::x86::{CHUNK_BYTES, act16, add_chunk, chunk_bytes, group_fma, lanes16, quarters4};
+use super::x86::{CHUNK_BYTES, act16, add_chunk, add_chunk_coded, chunk_bytes, group_fma, lanes16, quarters4};
 use crate::gemm::{GROUP, PAIRS};
 use tensorfold_formats::e2m1;
 
@@ -193,7 +193,7 @@ struct Digits {
     init: [__m512i; 3],
 }
 
-/// `rows_avx512` on the streamed rows `rows`, exact chunks through `lanes_int`; the same bits for every input.
+/// `rows_avx512` on the streamed rows `rows`, exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 pub(super) unsafe fn rows_exact(
@@ -201,13 +201,15 @@ pub(super) unsafe fn rows_exact(
     sa: &[f32],
     planes: &Planes,
     swt: &[f32],
+    coded: bool,
     rows: &[&[u8]; PAIRS],
     k: usize,
     ahead: usize,
 ) -> [f32; PAIRS] {
     let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
     assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && planes.chunks.len() >= chunks);
-    assert!(swt.len() >= blocks * GROUP && rows.iter().all(|r| r.len() == k / 2));
+    let words = if coded { chunks * GROUP } else { blocks * GROUP };
+    assert!(swt.len() >= words && rows.iter().all(|r| r.len() == k / 2));
     // SAFETY: 16 floats; 64 bytes.
     let (t, tw) = unsafe {
         (
@@ -259,8 +261,13 @@ pub(super) unsafe fn rows_exact(
                 *q = group_fma(&av, &d, t);
             }
         }
-        // SAFETY: swt holds `blocks` rows of 16 (asserted on entry).
-        acc = unsafe { add_chunk(acc, q, c, blocks, sa, swt) };
+        // SAFETY: swt holds the scales of every chunk in its form (asserted on entry).
+        acc = unsafe {
+            match coded {
+                true => add_chunk_coded(acc, q, c, blocks, sa, swt),
+                false => add_chunk(acc, q, c, blocks, sa, swt),
+            }
+        };
     }
     lanes16(acc)
 }
@@ -300,7 +307,7 @@ mod tests {
             if force_exact {
                 p.exact.iter_mut().for_each(|e| *e = true);
             }
-            let got = rows_exact(&a, &sa, &p, &swt, &rows, k, 1024);
+            let got = rows_exact(&a, &sa, &p, &swt, false, &rows, k, 1024);
             let want = rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, Some(1024));
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
             (bits(got), bits(want), p.exact_chunks(), p.two_digit_chunks())

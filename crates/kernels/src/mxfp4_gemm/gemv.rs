@@ -2,12 +2,13 @@
 
 use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
 use std::array::from_fn;
+use std::cell::Cell;
 use std::ops::Range;
 
 use tensorfold_formats::e8m0;
 
 use super::cpu::{BLOCK, CHUNK};
-use super::x86::{decode_scales, decode_scales_plain, rows_avx512};
+use super::x86::{decode_scales, decode_scales_plain, plain_codes, rows_avx512};
 use super::{exact, exact2};
 use crate::gemm::{GROUP, PAIRS};
 
@@ -89,8 +90,14 @@ pub unsafe fn gemv_avx512(
     // SAFETY: `available` checked the features `planes` needs.
     let planes = exact::available().then(|| unsafe { exact::planes(a, k.div_ceil(CHUNK)) });
     let planes = planes.filter(|p| p.exact_chunks() > 0);
+    // Whether this pass's scales are `plain_codes`' words, which only `rows_exact` reads.
+    let coded = Cell::new(false);
     // SAFETY: the callers checked avx512f, avx512bw and avx2; the decoders check what they read.
     let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe {
+        coded.set(planes.is_some() && plain_codes(rows, swt));
+        if coded.get() {
+            return rows[0].len();
+        }
         match decode_scales_plain(rows, swt) {
             0 => decode_scales(rows, swt),
             plain => plain,
@@ -99,7 +106,7 @@ pub unsafe fn gemv_avx512(
     // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
-            Some(p) => exact::rows_exact(a, sa, p, swt, rows, k, AHEAD),
+            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD),
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
@@ -172,6 +179,41 @@ mod tests {
         assert_eq!(st.iter().filter(|r| r.start % 2 == 1).count(), PAIRS / 2);
         let st = streams(2048, 1024);
         assert!((0..4).all(|m| st.iter().filter(|r| r.start % 4 == m).count() == PAIRS / 4));
+    }
+
+    #[test]
+    fn the_gemv_gives_the_portable_bits_with_coded_and_decoded_scales() {
+        use crate::Faults;
+        use crate::cpu::{CpuLaunch, SimdPath};
+        use crate::mxfp4_gemm::testdata::bytes;
+        if !SimdPath::available().contains(&SimdPath::Avx512) {
+            return;
+        }
+        let (n, k) = (40, 2048);
+        let x: Vec<f32> = bytes(1, k).iter().map(|&b| b as f32 / 64.0 - 2.0).collect();
+        let w = bytes(2, n * k / 2);
+        let mut s: Vec<u8> = bytes(3, n * k / BLOCK).iter().map(|b| 118 + b % 8).collect();
+        let run = |s: &[u8], simd| {
+            let mut out = vec![0f32; n];
+            let launch = CpuLaunch {
+                simd,
+                ..CpuLaunch::serial()
+            };
+            crate::mxfp4_gemm::mxfp4_gemm(&x, &w, s, n, k, &mut out, &launch, Faults::NONE);
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            run(&s, SimdPath::Avx512),
+            run(&s, SimdPath::Portable),
+            "every pass coded"
+        );
+        // A code 0 in column 3 sends its pass through the decoded scales; the others stay coded.
+        s[3 * k / BLOCK + 9] = 0;
+        assert_eq!(
+            run(&s, SimdPath::Avx512),
+            run(&s, SimdPath::Portable),
+            "one pass decoded"
+        );
     }
 
     #[test]

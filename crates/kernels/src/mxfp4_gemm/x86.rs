@@ -175,6 +175,43 @@ pub(super) unsafe fn add_chunk(
     acc
 }
 
+/// `add_chunk` with the weight scales as codes: lane j of `codes[16c..]` holds column j's codes of blocks 4c..4c + 3, none 0 or 255.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn add_chunk_coded(
+    mut acc: __m512,
+    q: [__m512; 4],
+    c: usize,
+    blocks: usize,
+    sa: f32,
+    codes: &[f32],
+) -> __m512 {
+    let s = _mm512_set1_ps(sa);
+    // SAFETY: the caller's codes hold 16 words for chunk c.
+    let v = unsafe { _mm512_loadu_si512(codes.as_ptr().add(16 * c) as *const __m512i) };
+    let sw = plain_scales(v);
+    for (b, inner) in per_block(q).into_iter().enumerate() {
+        if 4 * c + b < blocks {
+            acc = _mm512_fmadd_ps(inner, _mm512_mul_ps(s, sw[b]), acc);
+        }
+    }
+    acc
+}
+
+/// Byte b of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn plain_scales(v: __m512i) -> [__m512; 4] {
+    let exponent = _mm512_set1_epi32(0x7F80_0000);
+    [
+        _mm512_slli_epi32::<23>(v),
+        _mm512_slli_epi32::<15>(v),
+        _mm512_slli_epi32::<7>(v),
+        _mm512_srli_epi32::<1>(v),
+    ]
+    .map(|bits| _mm512_castsi512_ps(_mm512_and_si512(bits, exponent)))
+}
+
 /// The 16 lanes of `acc`.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -396,6 +433,36 @@ pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32])
         }
     }
     blocks
+}
+
+/// Whether the 16 scale rows are plain (no code 0 or 255) whole 64-byte lines; if so `codes` gets, for each chunk c, column j's four codes in word 16c + j (as `add_chunk_coded` reads them).
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
+    let blocks = rows[0].len();
+    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) || codes.len() < blocks * GROUP / 4 {
+        return false;
+    }
+    let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
+    for r in rows {
+        for off in (0..blocks).step_by(64) {
+            // SAFETY: off + 64 <= blocks bytes in every row.
+            let v = unsafe { _mm512_loadu_si512(r.as_ptr().add(off) as *const __m512i) };
+            (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
+        }
+    }
+    if _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) != 0 || _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0
+    {
+        return false;
+    }
+    for kb0 in (0..blocks).step_by(64) {
+        // SAFETY: kb0 + 64 <= blocks bytes in every row.
+        let x: [__m512i; 16] = from_fn(|j| unsafe { _mm512_loadu_si512(rows[j].as_ptr().add(kb0) as *const __m512i) });
+        for (c, t) in transpose16_epi32(x).into_iter().enumerate() {
+            // SAFETY: codes holds blocks / 4 chunks of 16 words (checked above).
+            unsafe { _mm512_storeu_si512(codes.as_mut_ptr().add((kb0 / 4 + c) * GROUP) as *mut __m512i, t) };
+        }
+    }
+    true
 }
 
 /// Transposes 16 rows of 16 words: output row c holds word c of every input row.
