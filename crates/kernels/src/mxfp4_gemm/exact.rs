@@ -50,7 +50,7 @@ impl Planes {
 }
 
 /// The shift s that leaves every A of a chunk (largest magnitude `top`, bitwise or `or`) within two digits, if there is one.
-fn two_digit_shift(top: u32, or: u32) -> Option<u32> {
+pub(super) fn two_digit_shift(top: u32, or: u32) -> Option<u32> {
     let s = (0..4).find(|&s| top <= MAX_TWO << s)?;
     (or == 0 || or.trailing_zeros() >= s).then_some(s)
 }

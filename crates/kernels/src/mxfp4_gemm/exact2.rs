@@ -4,6 +4,7 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::CHUNK;
+use super::exact::two_digit_shift;
 use super::x86::{CHUNK_BYTES, chunk_bytes, nibble8};
 use crate::gemm::x86::bf16_pair8;
 use crate::gemm::{GROUP, PAIRS};
@@ -15,7 +16,7 @@ const MAX_A: i32 = 448 * 512;
 /// Largest |A| whose balanced third digit is 0 (A + 0x8080 stays within two bytes).
 const MAX_TWO: i32 = 0x7F7F;
 
-/// One chunk's activations as balanced s8 digits (A = d0 + 256 d1 + 65536 d2) and its lanes' weight offsets.
+/// One chunk's activations as balanced s8 digits (A >> s = d0 + 256 d1 + 65536 d2) and its lanes' weight offsets.
 #[repr(C, align(32))]
 pub(super) struct ChunkDigits {
     /// Plane p, half h, byte 4l + j: digit p of element 8l + 2j + h (the word's nibble 2j + h).
@@ -29,6 +30,8 @@ pub(super) struct Digits {
     chunks: Vec<ChunkDigits>,
     exact: Vec<bool>,
     three: Vec<bool>,
+    /// s where the digits are those of A >> s (two-digit chunks whose every A is a multiple of 2^s), else 0.
+    shift: Vec<i32>,
 }
 
 impl Digits {
@@ -46,6 +49,7 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         chunks: Vec::with_capacity(chunks),
         exact: Vec::with_capacity(chunks),
         three: Vec::with_capacity(chunks),
+        shift: Vec::with_capacity(chunks),
     };
     let (scale, big) = (_mm256_set1_ps(512.0), _mm256_set1_epi32(MAX_A));
     for c in 0..chunks {
@@ -53,10 +57,11 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
             d: [[[0; 64]; 2]; 3],
             offset: [0; 16],
         };
-        let (mut bad, mut top) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for g in 0..2 {
-            // Vector q, lane i: A of element 8(8g + i) + q.
-            let mut aq = [_mm256_setzero_si256(); 8];
+        let zero = _mm256_setzero_si256();
+        let (mut bad, mut top, mut or) = (zero, zero, zero);
+        // Half g, vector q, lane i: A of element 8(8g + i) + q.
+        let mut aq = [[zero; 8]; 2];
+        for (g, aq) in aq.iter_mut().enumerate() {
             for t in 0..4 {
                 // SAFETY: chunk c's 128 values lie inside the row (asserted above).
                 let [odd, even] = unsafe { bf16_pair8(a.as_ptr().add(c * CHUNK + 32 * t + 16 * g)) };
@@ -67,21 +72,28 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
                     let abs = _mm256_abs_epi32(i);
                     bad = _mm256_or_si256(bad, _mm256_or_si256(off_grid, _mm256_cmpgt_epi32(abs, big)));
                     top = _mm256_max_epu32(top, abs);
+                    or = _mm256_or_si256(or, i);
                     aq[q] = i;
                 }
             }
-            let sum = aq.iter().fold(_mm256_setzero_si256(), |s, &v| _mm256_add_epi32(s, v));
+        }
+        let exact = _mm256_testz_si256(bad, bad) == 1;
+        // A two-digit chunk's digits are those of A >> s (exact: every A is a multiple of 2^s).
+        let shift = two_digit_shift(hmax_epu32(top), hor_epi32(or)).filter(|_| exact);
+        let s = _mm_cvtsi32_si128(shift.unwrap_or(0) as i32);
+        for (g, aq) in aq.iter().enumerate() {
+            let aq = aq.map(|v| _mm256_sra_epi32(v, s));
+            let sum = aq.iter().fold(zero, |s, &v| _mm256_add_epi32(s, v));
             let offset = _mm256_mullo_epi32(sum, _mm256_set1_epi32(-12));
             // SAFETY: 8 ints at lane 8g.
             unsafe { _mm256_storeu_si256(ch.offset.as_mut_ptr().add(8 * g) as *mut __m256i, offset) };
             // Byte p of A + 0x808080 is balanced digit p plus 128.
             let biased: [__m256i; 8] = from_fn(|q| _mm256_add_epi32(aq[q], _mm256_set1_epi32(0x80_8080)));
             for (p, plane) in ch.d.iter_mut().enumerate() {
-                let shift = _mm_cvtsi32_si128(8 * p as i32);
+                let at = _mm_cvtsi32_si128(8 * p as i32);
                 for (h, half) in plane.iter_mut().enumerate() {
-                    let word = (0..4).fold(_mm256_setzero_si256(), |w, j| {
-                        let byte =
-                            _mm256_and_si256(_mm256_srl_epi32(biased[2 * j + h], shift), _mm256_set1_epi32(0xFF));
+                    let word = (0..4).fold(zero, |w, j| {
+                        let byte = _mm256_and_si256(_mm256_srl_epi32(biased[2 * j + h], at), _mm256_set1_epi32(0xFF));
                         _mm256_or_si256(w, _mm256_sll_epi32(byte, _mm_cvtsi32_si128(8 * j as i32)))
                     });
                     let word = _mm256_xor_si256(word, _mm256_set1_epi8(-128));
@@ -90,12 +102,22 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
                 }
             }
         }
-        let most = hmax_epu32(top);
-        out.exact.push(_mm256_testz_si256(bad, bad) == 1);
-        out.three.push(most > MAX_TWO as u32);
+        out.exact.push(exact);
+        out.three.push(shift.is_none() && hmax_epu32(top) > MAX_TWO as u32);
+        out.shift.push(shift.unwrap_or(0) as i32);
         out.chunks.push(ch);
     }
     out
+}
+
+/// The bitwise or of eight words.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hor_epi32(v: __m256i) -> u32 {
+    let m = _mm_or_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let m = _mm_or_si128(m, _mm_shuffle_epi32::<0x4E>(m));
+    let m = _mm_or_si128(m, _mm_shuffle_epi32::<0xB1>(m));
+    _mm_cvtsi128_si32(m) as u32
 }
 
 /// The largest of eight unsigned words.
@@ -185,12 +207,13 @@ fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 
     _mm256_cvtepi32_ps(s)
 }
 
-/// Integer lanes of chunk c of the 16 rows (by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+/// Integer lanes of chunk c of the 16 rows (digits of A >> shift; by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
 #[inline(always)]
 unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
     rows: &[&[u8]; PAIRS],
     c: usize,
     ch: &ChunkDigits,
+    shift: i32,
     t: __m256i,
     ahead: usize,
 ) -> [[__m256; 2]; 4] {
@@ -213,8 +236,8 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                         false => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
-                // Scaling by 2^-10 after the sums is exact: every lane is 0 or an integer.
-                ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(1.0 / 1024.0));
+                // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer.
+                ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(2f32.powi(shift - 10)));
             }
         }
         r
@@ -335,8 +358,8 @@ unsafe fn rows_body<const VNNI: bool>(
         for (c, &sa) in sa.iter().enumerate().take(chunks) {
             // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
             let r = match digits.filter(|d| c < full && d.exact[c]) {
-                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], t, ahead),
-                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], t, ahead),
+                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
+                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
                 // Chunk c's 128 activations lie inside the row (asserted on entry).
                 None => chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag),
             };
@@ -432,6 +455,30 @@ mod tests {
         // Small codes only: every chunk fits two digits.
         let values: Vec<f32> = bytes(9, k).iter().map(|&c| e4m3::TABLE[(c % 0x50) as usize]).collect();
         let (got, want, _) = run(&values, &bytes(10, PAIRS * k / 2), false);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn shifted_two_digit_chunks_give_the_fma_bits() {
+        if !available() {
+            return;
+        }
+        let k = 1024;
+        // Exponent fields 4 to 15: every A a multiple of 8, the largest beyond two digits unshifted.
+        let code = |c: u8| match (c & 0x87) | (((c >> 3) % 12 + 4) << 3) {
+            0x7F | 0xFF => 0x7E,
+            code => code,
+        };
+        let values: Vec<f32> = bytes(21, k).iter().map(|&c| e4m3::TABLE[code(c) as usize]).collect();
+        // SAFETY: avx2 and fma were checked above.
+        let d = unsafe { digits(&layout(&values), k / CHUNK) };
+        assert!(
+            d.shift.iter().all(|&s| s == 3) && d.three.iter().all(|&t| !t),
+            "{:?}",
+            d.shift
+        );
+        let (got, want, exact) = run(&values, &bytes(22, PAIRS * k / 2), false);
+        assert_eq!(exact, k / CHUNK);
         assert_eq!(got, want);
     }
 
