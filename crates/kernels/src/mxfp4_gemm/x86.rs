@@ -398,48 +398,28 @@ pub(super) unsafe fn decode_scales(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> us
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32]) -> usize {
     let blocks = rows[0].len();
-    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) || swt.len() < blocks * GROUP {
+    if swt.len() < blocks * GROUP || !plain_rows(rows) {
         return 0;
     }
-    let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
-    for r in rows {
-        for off in (0..blocks).step_by(64) {
-            // SAFETY: off + 64 <= blocks bytes in every row.
-            let v = unsafe { _mm512_loadu_si512(r.as_ptr().add(off) as *const __m512i) };
-            (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
-        }
-    }
-    if _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) != 0 || _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0
-    {
-        return 0;
-    }
-    let exponent = _mm512_set1_epi32(0x7F80_0000);
     for kb0 in (0..blocks).step_by(64) {
         // SAFETY: kb0 + 64 <= blocks bytes in every row.
         let x: [__m512i; 16] = from_fn(|j| unsafe { _mm512_loadu_si512(rows[j].as_ptr().add(kb0) as *const __m512i) });
         // Word j of t[c]: codes kb0 + 4c..kb0 + 4c + 3 of row j, one a byte; each goes to bits 23..30.
         for (c, t) in transpose16_epi32(x).into_iter().enumerate() {
-            let bits = [
-                _mm512_slli_epi32::<23>(t),
-                _mm512_slli_epi32::<15>(t),
-                _mm512_slli_epi32::<7>(t),
-                _mm512_srli_epi32::<1>(t),
-            ];
-            for (b, bits) in bits.into_iter().enumerate() {
-                let bits = _mm512_and_si512(bits, exponent);
+            for (b, sw) in plain_scales(t).into_iter().enumerate() {
                 // SAFETY: swt holds `blocks` rows of 16 (checked above).
-                unsafe { _mm512_storeu_si512(swt.as_mut_ptr().add((kb0 + 4 * c + b) * GROUP) as *mut __m512i, bits) };
+                unsafe { _mm512_storeu_ps(swt.as_mut_ptr().add((kb0 + 4 * c + b) * GROUP), sw) };
             }
         }
     }
     blocks
 }
 
-/// Whether the 16 scale rows are plain (no code 0 or 255) whole 64-byte lines; if so `codes` gets, for each chunk c, column j's four codes in word 16c + j (as `add_chunk_coded` reads them).
+/// Whether the 16 scale rows are whole 64-byte lines of one length with no code 0 or 255 (every scale then `code << 23`).
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
+fn plain_rows(rows: &[&[u8]; GROUP]) -> bool {
     let blocks = rows[0].len();
-    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) || codes.len() < blocks * GROUP / 4 {
+    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) {
         return false;
     }
     let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
@@ -450,8 +430,14 @@ pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bo
             (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
         }
     }
-    if _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) != 0 || _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) != 0
-    {
+    _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) == 0 && _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) == 0
+}
+
+/// Whether the 16 scale rows are plain (no code 0 or 255) whole 64-byte lines; if so `codes` gets, for each chunk c, column j's four codes in word 16c + j (as `add_chunk_coded` reads them).
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
+    let blocks = rows[0].len();
+    if codes.len() < blocks * GROUP / 4 || !plain_rows(rows) {
         return false;
     }
     for kb0 in (0..blocks).step_by(64) {
