@@ -1,5 +1,6 @@
 //! `tensorfold bench kernels`: GEMV and GEMM speed on V4-Flash shapes beside this machine's measured read bandwidth.
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use clap::Args;
@@ -57,8 +58,8 @@ struct Row {
 /// One call of a benchmark on copy `i` of its weights.
 type Call<'a> = Box<dyn FnMut(usize, &CpuLaunch) + 'a>;
 
-/// Copy `i`'s weight bytes, for the paired read.
-type Bytes<'a> = Box<dyn Fn(usize) -> Vec<&'a [u8]> + 'a>;
+/// Sums copy `i`'s weight bytes on `threads` pool threads (the paired read).
+type Read<'a> = Box<dyn Fn(usize, usize) -> u64 + 'a>;
 
 /// A benchmark: its weight bytes per call, FLOPs per call, and a call on copy `i` of its weights.
 struct Bench<'a> {
@@ -69,7 +70,7 @@ struct Bench<'a> {
     flops: f64,
     copies: usize,
     call: Call<'a>,
-    bytes_of: Bytes<'a>,
+    read: Read<'a>,
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
@@ -107,15 +108,13 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 (bench.call)(i, &launch);
                 times.push(t.elapsed().as_secs_f64());
                 // The copy farthest from the ones just called, so the read finds it no nearer the core than the call did.
-                let parts = (bench.bytes_of)((i + copies / 2) % copies);
                 let t = Instant::now();
-                std::hint::black_box(paired_read(&parts, threads));
+                std::hint::black_box((bench.read)((i + copies / 2) % copies, threads));
                 reads.push(t.elapsed().as_secs_f64());
             }
             times.sort_by(f64::total_cmp);
             reads.sort_by(f64::total_cmp);
             let (secs, best) = (times[times.len() / 2], times[0]);
-            let read: usize = (bench.bytes_of)(0).iter().map(|p| p.len()).sum();
             rows.push(Row {
                 name: bench.name.to_string(),
                 shape: bench.shape.clone(),
@@ -125,7 +124,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 weight_gbs: bench.bytes as f64 / secs / 1e9,
                 best_gbs: bench.bytes as f64 / best / 1e9,
                 gflops: bench.flops / secs / 1e9,
-                paired_gbs: read as f64 / reads[reads.len() / 2] / 1e9,
+                paired_gbs: bench.bytes as f64 / reads[reads.len() / 2] / 1e9,
             });
         }
     }
@@ -221,8 +220,9 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: &'a [Weights] = Vec::leak((0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect());
-        let s: &'a [u8] = Vec::leak(vec![115u8; scales]);
+        let w: Rc<Vec<Weights>> = Rc::new((0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect());
+        let s = Rc::new(vec![115u8; scales]);
+        let (cw, cs) = (Rc::clone(&w), Rc::clone(&s));
         return Bench {
             name,
             shape,
@@ -230,8 +230,8 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             bytes,
             flops,
             copies,
-            call: Box::new(move |i, l| fp8_gemm(&x, &w[i], s, n, k, &mut out, l, Faults::NONE)),
-            bytes_of: Box::new(move |i| vec![&w[i][..], s]),
+            call: Box::new(move |i, l| fp8_gemm(&x, &cw[i], &cs, n, k, &mut out, l, Faults::NONE)),
+            read: Box::new(move |i, t| paired_read(&[&w[i], &s], t)),
         };
     }
     if name.starts_with("mxfp4") {
@@ -243,12 +243,13 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         } else {
             working_set.div_ceil(bytes).max(MIN_EXPERTS)
         };
-        let w: &'a [Weights] = Vec::leak((0..copies).map(|_| place(noise(&mut seed, n * k / 2), huge)).collect());
-        let s: &'a [Vec<u8>] = Vec::leak(
+        let w: Rc<Vec<Weights>> = Rc::new((0..copies).map(|_| place(noise(&mut seed, n * k / 2), huge)).collect());
+        let s: Rc<Vec<Vec<u8>>> = Rc::new(
             (0..copies)
                 .map(|_| noise(&mut seed, scales).into_iter().map(|b| 118 + b % 8).collect())
                 .collect(),
         );
+        let (cw, cs) = (Rc::clone(&w), Rc::clone(&s));
         return Bench {
             name,
             shape,
@@ -256,14 +257,14 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             bytes,
             flops,
             copies,
-            call: Box::new(move |i, l| mxfp4_gemm(&x, &w[i], &s[i], n, k, &mut out, l, Faults::NONE)),
-            bytes_of: Box::new(move |i| vec![&w[i][..], &s[i][..]]),
+            call: Box::new(move |i, l| mxfp4_gemm(&x, &cw[i], &cs[i], n, k, &mut out, l, Faults::NONE)),
+            read: Box::new(move |i, t| paired_read(&[&w[i], &s[i]], t)),
         };
     }
     if name.starts_with("bf16") {
         let bytes = 2 * n * k;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: &'a [Vec<u16>] = Vec::leak(
+        let w: Rc<Vec<Vec<u16>>> = Rc::new(
             (0..copies)
                 .map(|_| {
                     noise(&mut seed, bytes)
@@ -273,6 +274,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
                 })
                 .collect(),
         );
+        let cw = Rc::clone(&w);
         return Bench {
             name,
             shape,
@@ -280,8 +282,8 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             bytes,
             flops,
             copies,
-            call: Box::new(move |i, l| bf16_gemm(&x, &w[i], n, k, &mut out, l, Faults::NONE)),
-            bytes_of: Box::new(move |i| vec![as_bytes(&w[i])]),
+            call: Box::new(move |i, l| bf16_gemm(&x, &cw[i], n, k, &mut out, l, Faults::NONE)),
+            read: Box::new(move |i, t| paired_read(&[as_bytes(&w[i])], t)),
         };
     }
     if name.starts_with("dequant_gemm") || name.starts_with("grouped_proj") {
@@ -294,14 +296,15 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
-        let w: &'a [Vec<u8>] = Vec::leak((0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect());
-        let s: &'a [u8] = Vec::leak(vec![115u8; scales]);
+        let w: Rc<Vec<Vec<u8>>> = Rc::new((0..copies).map(|_| fp8_codes(&mut seed, n * k)).collect());
+        let s = Rc::new(vec![115u8; scales]);
+        let (cw, cs) = (Rc::clone(&w), Rc::clone(&s));
         // dequant_gemm is wo_a as the model applies it (weights decoded exactly, activations unquantised).
         let call: Call<'a> = if name.starts_with("dequant_gemm") {
             let fp8 = WeightFormat::Fp8Block;
-            Box::new(move |i, l| dequant_gemm(&x, &w[i], s, fp8, n, k, groups, &mut out, l, Faults::NONE))
+            Box::new(move |i, l| dequant_gemm(&x, &cw[i], &cs, fp8, n, k, groups, &mut out, l, Faults::NONE))
         } else {
-            Box::new(move |i, l| grouped_proj(&x, &w[i], s, groups, o_lora, k, &mut out, l, Faults::NONE))
+            Box::new(move |i, l| grouped_proj(&x, &cw[i], &cs, groups, o_lora, k, &mut out, l, Faults::NONE))
         };
         return Bench {
             name,
@@ -311,7 +314,7 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
             flops,
             copies,
             call,
-            bytes_of: Box::new(move |i| vec![&w[i][..], s]),
+            read: Box::new(move |i, t| paired_read(&[&w[i], &s], t)),
         };
     }
     unreachable!("unknown benchmark {name}")

@@ -79,7 +79,8 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         }
         let exact = _mm256_testz_si256(bad, bad) == 1;
         // A two-digit chunk's digits are those of A >> s (exact: every A is a multiple of 2^s).
-        let shift = two_digit_shift(hmax_epu32(top), hor_epi32(or)).filter(|_| exact);
+        let most = hmax_epu32(top);
+        let shift = two_digit_shift(most, hor_epi32(or)).filter(|_| exact);
         let s = _mm_cvtsi32_si128(shift.unwrap_or(0) as i32);
         for (g, aq) in aq.iter().enumerate() {
             let aq = aq.map(|v| _mm256_sra_epi32(v, s));
@@ -103,7 +104,7 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
             }
         }
         out.exact.push(exact);
-        out.three.push(shift.is_none() && hmax_epu32(top) > MAX_TWO as u32);
+        out.three.push(shift.is_none() && most > MAX_TWO as u32);
         out.shift.push(shift.unwrap_or(0) as i32);
         out.chunks.push(ch);
     }
