@@ -8,6 +8,7 @@ pub mod registry;
 pub mod rng;
 
 pub mod rms_norm;
+pub mod rms_norm_quant;
 // group A: elementwise, norms, RoPE, quantisation round trips
 pub mod act_quant;
 pub mod embedding;

@@ -6,6 +6,7 @@ use crate::contract::Kernel;
 pub fn all() -> Vec<&'static dyn Kernel> {
     vec![
         &crate::rms_norm::RmsNorm,
+        &crate::rms_norm_quant::RmsNormQuant,
         // group A: elementwise, norms, RoPE, quantisation round trips
         &crate::act_quant::ActQuant,
         &crate::embedding::Embedding,

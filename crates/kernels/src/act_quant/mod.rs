@@ -11,14 +11,14 @@ use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, Ou
 use crate::faults::Faults;
 
 /// Largest e4m3fn magnitude.
-const QMAX: f64 = 448.0;
+pub(crate) const QMAX: f64 = 448.0;
 /// DeepSeek's floor on a block's amax.
-const AMAX_FLOOR: f64 = 1e-4;
+pub(crate) const AMAX_FLOOR: f64 = 1e-4;
 
 pub struct ActQuant;
 
 /// The nonnegative e4m3fn values in code order: 8 subnormals `m * 2^-9`, then `(1 + m/8) * 2^e` for e in -6..=8, up to 448.
-fn e4m3_grid() -> Vec<f64> {
+pub(crate) fn e4m3_grid() -> Vec<f64> {
     let mut g: Vec<f64> = (0..8).map(|m| m as f64 / 512.0).collect();
     for e in -6..=8 {
         for m in 0..8 {

@@ -280,6 +280,11 @@ pub trait Kernel: Sync {
         &[]
     }
     fn bound(&self) -> Bound;
+    /// The bound of output `name`: the kernel's, unless that output states its own.
+    fn output_bound(&self, name: &str) -> Bound {
+        let _ = name;
+        self.bound()
+    }
     fn cases(&self) -> Vec<Case>;
     /// Inputs for `case`, drawn from `rng` (seeded by the case name).
     fn inputs(&self, case: &Case, rng: &mut rng::Rng) -> Vec<Arg>;

@@ -98,6 +98,29 @@ impl<'a, T> From<CudaViewMut<'a, T>> for Out<'a, T> {
     }
 }
 
+/// Activation rows act_quant'ed already (`rms_norm_quant`, `fp8_gemm_quant`): f16 e4m3 grid values, row stride K rounded up to 8, and a scale per 128 values of a row.
+pub struct Quantised<'a> {
+    pub q: In<'a, u16>,
+    pub scales: In<'a, f32>,
+    pub rows: usize,
+}
+
+impl Quantised<'_> {
+    /// Its rows of width `k`, or why its buffers are too short for them.
+    pub fn rows(&self, k: usize) -> Result<usize, String> {
+        if k == 0 || self.scales.len() < self.rows * k.div_ceil(128) || self.q.len() < self.rows * k.next_multiple_of(8)
+        {
+            return Err(format!(
+                "{} quantised values and {} scales are too few for {} rows of {k}",
+                self.q.len(),
+                self.scales.len(),
+                self.rows
+            ));
+        }
+        Ok(self.rows)
+    }
+}
+
 /// An input ready for a launch: uploaded for it, or the caller's device buffer.
 pub enum Staged<'a, T> {
     Owned(CudaSlice<T>),

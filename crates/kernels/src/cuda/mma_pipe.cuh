@@ -8,13 +8,6 @@ __device__ __forceinline__ void tf_cp_wait1() { asm volatile("cp.async.wait_grou
 // u16 index of row r, 8-wide chunk c of a 32-wide f16 stage, XOR-swizzled so ldmatrix's eight rows hit distinct banks.
 __device__ __forceinline__ int tf_pipe_a(int r, int c) { return r * MMA_BK + ((c ^ ((r >> 1) & 3)) << 3); }
 
-// f32 to f16 bits, round to nearest (exact for e4m3 grid values).
-__device__ __forceinline__ u16 tf_f16(float x) {
-    u16 r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
-    return r;
-}
-
 // A 16-byte copy as tf_cp_async16_at, or 16 zero bytes when zero is set.
 __device__ __forceinline__ void tf_cp_async16_or_zero(u32 dst, const void* src, bool zero) {
     asm volatile("{ .reg .pred z; setp.ne.b32 z, %2, 0; cp.async.cg.shared.global [%0], [%1], 16, z; }" ::"r"(dst), "l"(src), "r"((int)zero));

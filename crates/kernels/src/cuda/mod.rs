@@ -19,7 +19,7 @@ pub mod nccl;
 pub use libs::nccl as nccl_available;
 pub mod limits;
 
-pub use args::{In, Out, Staged, StagedOut};
+pub use args::{In, Out, Quantised, Staged, StagedOut};
 pub use beside::Branch;
 pub use compile::{Compiled, Resources, cache_dir, compile, full_source, target};
 pub use device::{DeviceOut, Gpu, Guarded, gpu, select};

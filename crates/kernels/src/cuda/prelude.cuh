@@ -71,6 +71,23 @@ __device__ __forceinline__ float tf_round_grid(float q, float min_normal, float 
     return __uint_as_float(r | (qi & 0x80000000u));
 }
 
+// f32 to f16 bits, round to nearest (exact for e4m3 grid values).
+__device__ __forceinline__ u16 tf_f16(float x) {
+    u16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+// DeepSeek's act_quant of xr[lo..hi) by one warp: the block's power-of-two scale to *scale, its e4m3 grid values q = round(x / s) as f16 to qr[lo..hi).
+__device__ __forceinline__ void tf_fp8_quant_block(const float* xr, u16* qr, float* scale, int lo, int hi, int lane) {
+    float m = 0.0f;
+    for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xr[i]));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = tf_pow2_scale(m, 1e-4f, 448.0f);
+    for (int i = lo + lane; i < hi; i += 32) qr[i] = tf_f16(tf_round_grid(fminf(fmaxf(xr[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20));
+    if (lane == 0) *scale = s;
+}
+
 // FP8 e4m3 round trip of v at block scale s.
 __device__ __forceinline__ float tf_round_trip_e4m3(float v, float s) {
     float q = fminf(fmaxf(v / s, -448.0f), 448.0f);

@@ -1,6 +1,6 @@
 //! CUDA `fp8_gemm`: activations act_quant'ed per row, then 128- or 64-row by 128-column tensor-core tiles with K in fixed 128-blocks.
 
-use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
+use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out, Quantised};
 use crate::faults::Faults;
 
 /// The longest activation row the GEMMs take.
@@ -101,6 +101,29 @@ pub fn fp8_gemms_cuda<'a>(
             b.launch(launch.config(quant_blocks(launch, m, k)))
         })?;
     }
+    let acts = Quantised {
+        q: (&q).into(),
+        scales: (&qs).into(),
+        rows: m,
+    };
+    fp8_gemms_quantised_cuda(launch, acts, weights, k, faults)
+}
+
+/// `fp8_gemms_cuda` of rows act_quant'ed already.
+pub fn fp8_gemms_quantised_cuda<'a>(
+    launch: &CudaLaunch,
+    acts: Quantised<'_>,
+    weights: Vec<Fp8Weight<'a>>,
+    k: usize,
+    faults: Faults,
+) -> Result<(), String> {
+    let m = acts.rows(k).map_err(|e| format!("fp8_gemm on CUDA: {e}"))?;
+    if k > MAX_K {
+        return Err(format!("fp8_gemm on CUDA: K {k} above {MAX_K}"));
+    }
+    let gpu = cuda::gpu()?;
+    let (q, qs) = (gpu.stage(acts.q)?, gpu.stage(acts.scales)?);
+    let (mm, kk) = (m as i32, k as i32);
     for (w, w_scale, n, out) in weights {
         let (wd, sd) = (gpu.stage(w)?, gpu.stage(w_scale)?);
         let mut y = gpu.stage_out(out)?;
@@ -119,8 +142,8 @@ pub fn fp8_gemms_cuda<'a>(
             let f = gpu.function(&KERNEL, entry, faults)?;
             let nn = n as i32;
             let mut b = gpu.launch_builder(&f);
-            b.arg(&q)
-                .arg(&qs)
+            b.input(&q)
+                .input(&qs)
                 .input(&wd)
                 .input(&sd)
                 .arg(&mut yv)

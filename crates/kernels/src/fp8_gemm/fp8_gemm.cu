@@ -7,15 +7,7 @@ __device__ __forceinline__ void tf_fp8_quant_rows(const float* x, u16* q, float*
     int nblk = (k + QB - 1) / QB, kp = (k + 7) / 8 * 8;
     for (long t = (long)blockIdx.x * warps + threadIdx.x / 32; t < (long)rows * nblk; t += (long)gridDim.x * warps) {
         int r = (int)(t / nblk), b = (int)(t % nblk);
-        int lo = b * QB, hi = min(lo + QB, k);
-        const float* xr = x + (size_t)r * k;
-        float m = 0.0f;
-        for (int i = lo + lane; i < hi; i += 32) m = fmaxf(m, fabsf(xr[i]));
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        float s = tf_pow2_scale(m, 1e-4f, 448.0f);
-        for (int i = lo + lane; i < hi; i += 32)
-            q[(size_t)r * kp + i] = tf_f16(tf_round_grid(fminf(fmaxf(xr[i] / s, -448.0f), 448.0f), 1.0f / 64.0f, 24576.0f, 20));
-        if (lane == 0) q_scale[(size_t)r * nblk + b] = s;
+        tf_fp8_quant_block(x + (size_t)r * k, q + (size_t)r * kp, q_scale + (size_t)r * nblk + b, b * QB, min(b * QB + QB, k), lane);
     }
 }
 

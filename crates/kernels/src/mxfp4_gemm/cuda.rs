@@ -2,7 +2,7 @@
 
 use cudarc::driver::CudaSlice;
 
-use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, Staged};
+use crate::cuda::{self, CudaKernel, CudaLaunch, Gpu, In, Out, Quantised, Staged};
 use crate::faults::Faults;
 use crate::fp8_gemm::{DECODE_ROWS, MAX_K, SMALL_ROWS, rows_blocks};
 
@@ -43,10 +43,20 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// The quantised rows of `x` (f16 grid values, row stride `k` rounded up to 8) and their per-128 scales.
-struct Quantised {
+struct QuantRows {
     q: CudaSlice<u16>,
     scales: CudaSlice<f32>,
     rows: usize,
+}
+
+impl QuantRows {
+    fn view(&self) -> Quantised<'_> {
+        Quantised {
+            q: (&self.q).into(),
+            scales: (&self.scales).into(),
+            rows: self.rows,
+        }
+    }
 }
 
 fn checked_k(k: usize) -> Result<(), String> {
@@ -64,7 +74,7 @@ fn quantise(
     x: &Staged<'_, f32>,
     k: usize,
     faults: Faults,
-) -> Result<Quantised, String> {
+) -> Result<QuantRows, String> {
     let quant = gpu.function(&KERNEL, "mxfp4_gemm_quant", faults)?;
     let rows = x.view().len() / k;
     let (mut q, mut scales) = gpu.quant_scratch(rows, k)?;
@@ -75,7 +85,7 @@ fn quantise(
     cuda::launched("mxfp4_gemm_quant", unsafe {
         b.launch(launch.config(crate::fp8_gemm::quant_blocks(launch, rows, k)))
     })?;
-    Ok(Quantised { q, scales, rows })
+    Ok(QuantRows { q, scales, rows })
 }
 
 /// `out = act_quant(x) . W^T` with e2m1 `w` `[n, k/2]` (low nibble first) and e8m0 `w_scale` `[n, k/32]`, on the GPU.
@@ -138,9 +148,37 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
 ) -> Result<(), String> {
     checked_k(k)?;
     let gpu = cuda::gpu()?;
-    let (xd, id) = (gpu.stage(x.into())?, gpu.stage(idx.into())?);
+    let xd = gpu.stage(x.into())?;
+    let (idx, rows) = (idx.into(), xd.view().len() / k);
+    let slots = idx.len();
+    if per_row == 0 || rows < slots.div_ceil(per_row) {
+        return Err(format!(
+            "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
+        ));
+    }
+    let qd = quantise(gpu, launch, &xd, k, faults)?;
+    mxfp4_gemm_slots_quantised_cuda(launch, qd.view(), tables, idx, per_row, n, k, outs, faults)
+}
+
+/// `mxfp4_gemm_slots_cuda` of rows act_quant'ed already.
+#[allow(clippy::too_many_arguments)]
+pub fn mxfp4_gemm_slots_quantised_cuda<'a>(
+    launch: &CudaLaunch,
+    acts: Quantised<'_>,
+    tables: &[&CudaSlice<u64>],
+    idx: impl Into<In<'a, i32>>,
+    per_row: usize,
+    n: usize,
+    k: usize,
+    outs: Vec<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    checked_k(k)?;
+    let rows = acts.rows(k).map_err(|e| format!("mxfp4_gemm_slots on CUDA: {e}"))?;
+    let gpu = cuda::gpu()?;
+    let id = gpu.stage(idx.into())?;
     let slots = id.view().len();
-    if per_row == 0 || slots > 65_535 || xd.view().len() < slots.div_ceil(per_row) * k {
+    if per_row == 0 || slots > 65_535 || rows < slots.div_ceil(per_row) {
         return Err(format!(
             "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
         ));
@@ -158,7 +196,7 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         .into_iter()
         .map(|o| gpu.stage_out(o))
         .collect::<Result<Vec<_>, _>>()?;
-    let qd = quantise(gpu, launch, &xd, k, faults)?;
+    let (q, qs) = (gpu.stage(acts.q)?, gpu.stage(acts.scales)?);
     {
         let f = gpu.function(&KERNEL, "mxfp4_gemm_slots", faults)?;
         let (pr, nn, kk) = (per_row as i32, n as i32, k as i32);
@@ -174,13 +212,7 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
         let mut y0 = first[0].view();
         let mut y1 = rest.first_mut().map(|y| y.view());
         let mut b = gpu.launch_builder(&f);
-        b.arg(&qd.q)
-            .arg(&qd.scales)
-            .arg(t0)
-            .arg(t1)
-            .input(&id)
-            .arg(&pr)
-            .arg(&mut y0);
+        b.input(&q).input(&qs).arg(t0).arg(t1).input(&id).arg(&pr).arg(&mut y0);
         match y1.as_mut() {
             Some(y) => b.arg(y),
             // One matrix: the grid has no second z, so the second output is never touched.

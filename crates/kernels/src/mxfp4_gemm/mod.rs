@@ -17,7 +17,7 @@ mod testdata;
 mod x86;
 
 pub use cpu::{BLOCK, mxfp4_gemm};
-pub use cuda::{mxfp4_gemm_cuda, mxfp4_gemm_slots_cuda};
+pub use cuda::{mxfp4_gemm_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda};
 
 use tensorfold_formats::e2m1;
 

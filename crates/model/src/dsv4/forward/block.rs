@@ -2,6 +2,7 @@
 
 use super::Pass;
 use super::act::Act;
+use super::quant::{self, Quant};
 use super::{attention, graph, moe, ops};
 use crate::dsv4::cache::Dsv4Cache;
 use crate::dsv4::weights::{Block, Hc};
@@ -12,8 +13,8 @@ pub(crate) struct Mapping {
     pub comb: Act, // [rows, hc, hc]
 }
 
-/// mHC in: the sub-block's normed input `[rows, D]` from the streams `x` and its mapping.
-pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping) {
+/// mHC in: the sub-block's normed input `[rows, D]` from the streams `x`, its mapping, and on the GPU its act_quant (`quant::rms_norm`).
+pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping, Option<Quant>) {
     let c = &pass.model.config;
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
     let dev = &pass.device;
@@ -31,8 +32,8 @@ pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Ma
     let mut y = dev.alloc(rows * d);
     ops::hc_pre(dev, x, &pre, n, d, &mut y);
     let mut yn = dev.alloc(rows * d);
-    ops::rms_norm(dev, &y, norm, pass.eps(), &mut yn);
-    (yn, Mapping { post, comb })
+    let quant = quant::rms_norm(pass, &y, norm, &mut yn);
+    (yn, Mapping { post, comb }, quant)
 }
 
 fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act) -> Act {
@@ -57,7 +58,7 @@ pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache
 
 /// Block `w`'s second sub-block over the streams `x`: the mixture of experts in its mHC mapping.
 pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
-    let (y, m) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
-    let f = moe::moe(pass, &w.ffn, &y);
+    let (y, m, quant) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
+    let f = moe::moe(pass, &w.ffn, &y, quant.as_ref());
     hc_out(pass, &m, &f, x)
 }

@@ -2,7 +2,7 @@
 
 use super::act::Act;
 use super::block::{Mapping, hc_in};
-use super::{Pass, linear, ops};
+use super::{Pass, linear, ops, quant};
 use crate::dsv4::weights::{Block, Compressor};
 
 /// A compressor's projected rows `[rows, width]`: KV and gate.
@@ -48,16 +48,18 @@ impl CompRows {
 
 /// Block `w`'s (layer `layer_idx`) attention front over the streams `x` `[rows, hc, D]`.
 pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Front {
-    let (y, map) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
+    let (y, map, yq) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
     let m = pass.model;
     let (c, a) = (&m.config, &w.attn);
     let dev = &pass.device;
     let (hd, rope_dim) = (c.head_dim, c.qk_rope_head_dim);
     let freqs = m.rope_for(c.compress_ratio(layer_idx));
 
-    let (qa, kv_raw) = linear::fp8_pair(pass, &y, &a.wq_a, &a.wkv); // [rows, q_lora], [rows, hd]
-    // The KV rows, the compressors' rows and the indexer's head weights run beside the queries.
-    let mut kv = dev.alloc(kv_raw.len());
+    let qa = quant::fp8(pass, &y, yq.as_ref(), &[&a.wq_a])
+        .pop()
+        .expect("wq_a output"); // [rows, q_lora]
+    // The KV rows (their projection too), the compressors' rows and the indexer's head weights run beside the queries.
+    let mut kv = dev.alloc(pass.rows() * a.wkv.out_dim);
     let mut comp = a.compressor.as_ref().map(|w| CompRows::alloc(pass, w));
     let mut beside_index = a.indexer.as_ref().map(|idx| {
         (
@@ -66,6 +68,7 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
         )
     });
     let (branch, ()) = dev.beside(|| {
+        let kv_raw = quant::fp8(pass, &y, yq.as_ref(), &[&a.wkv]).pop().expect("wkv output"); // [rows, hd]
         ops::rms_norm(dev, &kv_raw, &a.kv_norm, pass.eps(), &mut kv);
         ops::rope(dev, &mut kv, &pass.pos, hd, freqs, false);
         if m.semantics.kv_fp8_round_trip {
@@ -81,14 +84,20 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     });
 
     let mut qr = dev.alloc(qa.len());
-    ops::rms_norm(dev, &qa, &a.q_norm, pass.eps(), &mut qr);
+    let qrq = quant::rms_norm(pass, &qa, &a.q_norm, &mut qr);
     // The indexer's queries share the query rows' act_quant.
     let (mut q, iq) = match &a.indexer {
         Some(idx) => {
-            let (q, iq) = linear::fp8_pair(pass, &qr, &a.wq_b, &idx.wq_b);
-            (q, Some(iq))
+            let mut v = quant::fp8(pass, &qr, qrq.as_ref(), &[&a.wq_b, &idx.wq_b]);
+            let iq = v.pop().expect("indexer wq_b output");
+            (v.pop().expect("wq_b output"), Some(iq))
         }
-        None => (linear::fp8(pass, &qr, &a.wq_b), None),
+        None => (
+            quant::fp8(pass, &qr, qrq.as_ref(), &[&a.wq_b])
+                .pop()
+                .expect("wq_b output"),
+            None,
+        ),
     }; // [rows, H * hd], [rows, ih * ihd]
     ops::head_rms_norm(dev, &mut q, hd, pass.eps());
     ops::rope(dev, &mut q, &pass.pos, hd, freqs, false);

@@ -16,6 +16,7 @@ pub mod nccl;
 mod ops;
 pub mod parallel;
 mod pending;
+mod quant;
 mod resident;
 mod slots;
 pub mod socket;

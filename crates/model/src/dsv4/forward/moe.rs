@@ -1,11 +1,12 @@
 //! The mixture of experts: router (biased or hash), routed MXFP4 experts (by slot on the GPU at decode, else grouped by expert), shared expert, join.
 
 use super::act::Act;
+use super::quant::{self, Quant};
 use super::{Pass, linear, ops, slots};
 use crate::dsv4::weights::{Expert, Moe, Routing, SharedExpert};
 
-/// Runs the MoE on normed rows `x` `[rows, D]`, returning `[rows, D]`.
-pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
+/// Runs the MoE on normed rows `x` `[rows, D]` (`quant` their act_quant where made), returning `[rows, D]`.
+pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act, quant: Option<&Quant>) -> Act {
     let c = &pass.model.config;
     let dev = &pass.device;
     let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
@@ -17,7 +18,7 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     };
     let (branch, ()) = dev.beside(|| {
         if let Some(sh) = &w.shared {
-            shared_expert(pass, sh, x, &mut shared);
+            shared_expert(pass, sh, x, quant, &mut shared);
         }
     });
     let logits = linear::bf16(pass, x, &w.gate);
@@ -31,7 +32,7 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
         Routing::Hash(table) => ops::hash_router(dev, &logits, &pass.ids, table, c.n_routed_experts, k, scale, out),
     }
     let routed = if slots::by_slot(pass) {
-        slots::routed(pass, w, x, &idx, &weights)
+        slots::routed(pass, w, x, quant, &idx, &weights)
     } else {
         grouped(pass, w, x, idx, weights)
     };
@@ -42,11 +43,12 @@ pub(crate) fn moe(pass: &Pass<'_>, w: &Moe, x: &Act) -> Act {
     out
 }
 
-/// The shared expert on normed rows `x`, into `out` `[rows, D]`.
-fn shared_expert(pass: &Pass<'_>, sh: &SharedExpert, x: &Act, out: &mut Act) {
+/// The shared expert on normed rows `x` (`quant` their act_quant where made), into `out` `[rows, D]`.
+fn shared_expert(pass: &Pass<'_>, sh: &SharedExpert, x: &Act, quant: Option<&Quant>, out: &mut Act) {
     let dev = &pass.device;
     let limit = pass.model.config.swiglu_limit as f32;
-    let (g, u) = linear::fp8_pair(pass, x, &sh.w1, &sh.w3);
+    let mut gu = quant::fp8(pass, x, quant, &[&sh.w1, &sh.w3]);
+    let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
     let mut h = dev.alloc(g.len());
     ops::swiglu(dev, &g, &u, &dev.fill(pass.rows(), 1.0), limit, &mut h);
     linear::fp8_into(pass, &h, &sh.w2, out);

@@ -8,6 +8,7 @@ use tensorfold_kernels::mxfp4_gemm as m4;
 
 use super::act::Act;
 use super::device::{CudaDevice, ok, record};
+use super::quant::Quant;
 use super::{Pass, ops};
 use crate::dsv4::weights::{Expert, Moe, Mxfp4};
 
@@ -62,39 +63,43 @@ fn pick(e: &Expert, which: Matrix) -> &Mxfp4 {
     }
 }
 
-/// Routed slot `s`'s expert matrices `which` (one launch) on row `s / per_row` of `x`, each into rows `s` of `[slots, n]`.
-fn slots(pass: &Pass<'_>, w: &Moe, which: &[Matrix], x: &Act, idx: &Act<i32>, per_row: usize, m: &Mxfp4) -> Vec<Act> {
+/// Routed slot `s`'s expert matrices `which` (one launch) on row `s / per_row` of `x` (`quant` its act_quant where made), each into rows `s` of `[slots, n]`.
+#[allow(clippy::too_many_arguments)]
+fn slots(
+    pass: &Pass<'_>,
+    w: &Moe,
+    which: &[Matrix],
+    x: &Act,
+    quant: Option<&Quant>,
+    idx: &Act<i32>,
+    per_row: usize,
+    m: &Mxfp4,
+) -> Vec<Act> {
     let c = pass.device.cuda().expect("slots run on the GPU");
     let tables: Vec<_> = which.iter().map(|&m| table(c, w, m)).collect();
     let mut outs: Vec<Act> = which.iter().map(|_| pass.device.zeros(idx.len() * m.out_dim)).collect();
     let r = record(&m4::cuda::KERNEL);
     let refs: Vec<&CudaSlice<u64>> = tables.iter().map(|t| &**t).collect();
     let views = outs.iter_mut().map(|o| o.output()).collect();
-    let res = m4::mxfp4_gemm_slots_cuda(
-        r,
-        x.input(),
-        &refs,
-        idx.input(),
-        per_row,
-        m.out_dim,
-        m.in_dim,
-        views,
-        ops::F,
-    );
+    let (n, k) = (m.out_dim, m.in_dim);
+    let res = match quant {
+        Some(q) => m4::mxfp4_gemm_slots_quantised_cuda(r, q.view(), &refs, idx.input(), per_row, n, k, views, ops::F),
+        None => m4::mxfp4_gemm_slots_cuda(r, x.input(), &refs, idx.input(), per_row, n, k, views, ops::F),
+    };
     ok("mxfp4_gemm", res);
     outs
 }
 
-/// The routed experts' outputs `[rows * k, D]` in slot order, from the router's device `idx` and `weights`.
-pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, idx: &Act<i32>, weights: &Act) -> Act {
+/// The routed experts' outputs `[rows * k, D]` in slot order, from the router's device `idx` and `weights` (`quant` x's act_quant where made).
+pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, quant: Option<&Quant>, idx: &Act<i32>, weights: &Act) -> Act {
     let c = &pass.model.config;
     let first = w.experts.first().expect("a routed MoE has experts");
     let k = c.num_experts_per_tok;
-    let mut gu = slots(pass, w, &[Matrix::W1, Matrix::W3], x, idx, k, &first.w1);
+    let mut gu = slots(pass, w, &[Matrix::W1, Matrix::W3], x, quant, idx, k, &first.w1);
     let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
     let mut h = pass.device.alloc(g.len());
     ops::swiglu(&pass.device, &g, &u, weights, c.swiglu_limit as f32, &mut h);
-    slots(pass, w, &[Matrix::W2], &h, idx, 1, &first.w2)
+    slots(pass, w, &[Matrix::W2], &h, None, idx, 1, &first.w2)
         .pop()
         .expect("w2 output")
 }
