@@ -21,6 +21,7 @@ pub mod head_rms_norm;
 pub mod nvfp4_round_trip;
 pub mod rope;
 pub mod swiglu;
+pub mod swiglu_quant;
 // group B: GEMMs
 pub mod bf16_gemm;
 pub mod dequant_gemm;

@@ -7,6 +7,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
     vec![
         &crate::rms_norm::RmsNorm,
         &crate::rms_norm_quant::RmsNormQuant,
+        &crate::swiglu_quant::SwigluQuant,
         // group A: elementwise, norms, RoPE, quantisation round trips
         &crate::act_quant::ActQuant,
         &crate::embedding::Embedding,

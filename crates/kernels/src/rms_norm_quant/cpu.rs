@@ -23,8 +23,12 @@ pub fn rms_norm_quant(
     let dim = weight.len();
     assert_eq!(y.len(), yq.len(), "rms_norm_quant: outputs differ in length");
     rms_norm(x, weight, eps, y, launch, faults);
+    round_trip_rows(y, dim, yq, launch, faults);
+}
+
+/// `yq` the act_quant round trip of rows `y` of `dim`, `e4m3(y / s) * s` per 128 values (faults: `skip_last_row`, `lost_act_scale`).
+pub(crate) fn round_trip_rows(y: &[f32], dim: usize, yq: &mut [f32], launch: &CpuLaunch, faults: Faults) {
     let rows = y.len() / dim;
-    let y = &*y;
     par_chunks_mut(yq, dim, launch.split_threads(yq.len()), |first_row, chunk| {
         for (i, out) in chunk.chunks_mut(dim).enumerate() {
             let r = first_row + i;

@@ -3,6 +3,7 @@
 mod cpu;
 pub mod cuda;
 
+pub(crate) use cpu::round_trip_rows;
 pub use cpu::{BLOCK, rms_norm_quant};
 pub use cuda::rms_norm_quant_cuda;
 

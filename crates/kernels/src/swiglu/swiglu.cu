@@ -1,4 +1,13 @@
 // swiglu: one block per (slice of blockDim values, row) (items past the grid loop), the route weight broadcast through shared memory.
+
+// One value: rw * (silu(min(g, limit)) * clamp(u, -up_limit, up_limit)).
+__device__ __forceinline__ float tf_swiglu(float gate, float up, float rw, float limit, float up_limit) {
+    float g = fminf(gate, limit);
+    float u = fminf(fmaxf(up, -up_limit), up_limit);
+    float silu = g / (1.0f + expf(-g));
+    return rw * (silu * u);
+}
+
 extern "C" __global__ void swiglu(const float* gate, const float* up, const float* route_weight, float* h, int rows,
                                   int inter, float limit) {
     tf_grid_begin();
@@ -21,10 +30,7 @@ extern "C" __global__ void swiglu(const float* gate, const float* up, const floa
         int i = i0 + threadIdx.x;
         if (i < inter) {
             size_t at = (size_t)r * inter + i;
-            float g = fminf(gate[at], limit);
-            float u = fminf(fmaxf(up[at], -up_limit), up_limit);
-            float silu = g / (1.0f + expf(-g));
-            h[at] = rw * (silu * u);
+            h[at] = tf_swiglu(gate[at], up[at], rw, limit, up_limit);
         }
         __syncthreads();
     }

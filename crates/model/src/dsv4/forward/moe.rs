@@ -50,8 +50,8 @@ fn shared_expert(pass: &Pass<'_>, sh: &SharedExpert, x: &Act, quant: Option<&Qua
     let mut gu = quant::fp8(pass, x, quant, &[&sh.w1, &sh.w3]);
     let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
     let mut h = dev.alloc(g.len());
-    ops::swiglu(dev, &g, &u, &dev.fill(pass.rows(), 1.0), limit, &mut h);
-    linear::fp8_into(pass, &h, &sh.w2, out);
+    let hq = quant::swiglu(pass, &g, &u, &dev.fill(pass.rows(), 1.0), limit, &mut h);
+    quant::fp8_into(pass, &h, hq.as_ref(), &sh.w2, out);
 }
 
 /// The routed experts grouped by expert on the host (or by rank), `[rows * k, D]` in slot order.

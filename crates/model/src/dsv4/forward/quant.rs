@@ -4,9 +4,10 @@ use cudarc::driver::CudaSlice;
 use tensorfold_kernels::cuda::{Out, Quantised};
 use tensorfold_kernels::fp8_gemm as f8;
 use tensorfold_kernels::rms_norm_quant as rq;
+use tensorfold_kernels::swiglu_quant as sq;
 
 use super::act::Act;
-use super::device::{ok, record};
+use super::device::{CudaDevice, ok, record};
 use super::{Pass, linear, ops};
 use crate::dsv4::weights::Fp8;
 
@@ -28,43 +29,94 @@ impl Quant {
     }
 }
 
-/// `rms_norm` of `x` into `out`; on a GPU pass whose GEMMs act_quant their inputs, `out`'s act_quant too, from the same launch.
-pub(crate) fn rms_norm(pass: &Pass<'_>, x: &Act, weight: &[f32], out: &mut Act) -> Option<Quant> {
-    let dev = &pass.device;
-    let Some(c) = dev.cuda().filter(|_| pass.model.semantics.act_quant_gemm_inputs) else {
-        ops::rms_norm(dev, x, weight, pass.eps(), out);
-        return None;
-    };
-    let dim = weight.len();
-    let rows = x.len() / dim;
+/// Codes and scales for `rows` act_quant'ed rows of `dim`, the codes' padding past `dim` cleared.
+fn alloc(c: &CudaDevice, rows: usize, dim: usize) -> Quant {
     fn fail<T>(e: String) -> T {
         panic!("allocating on CUDA failed: {e}")
     }
     // Padding past `dim` reads as zeros in the GEMMs, so a row width off a multiple of 8 starts cleared.
-    let mut q = if dim.is_multiple_of(8) {
+    let q = if dim.is_multiple_of(8) {
         c.gpu.scratch::<u16>(rows * dim)
     } else {
         c.gpu.zeros::<u16>(rows * dim.next_multiple_of(8))
     }
     .unwrap_or_else(fail);
-    let mut scales = c.gpu.scratch::<f32>(rows * dim.div_ceil(128)).unwrap_or_else(fail);
+    let scales = c.gpu.scratch::<f32>(rows * dim.div_ceil(128)).unwrap_or_else(fail);
+    Quant { q, scales, rows }
+}
+
+impl Quant {
+    /// The codes and scales as a kernel's outputs for rows of `dim`.
+    fn outputs(&mut self, dim: usize) -> (Out<'_, u16>, Out<'_, f32>) {
+        let (qn, sn) = (self.rows * dim.next_multiple_of(8), self.rows * dim.div_ceil(128));
+        (Out::Dev(self.q.slice_mut(..qn)), Out::Dev(self.scales.slice_mut(..sn)))
+    }
+}
+
+/// The pass's GPU where its GEMMs act_quant their inputs.
+fn quantising<'a>(pass: &'a Pass<'_>) -> Option<&'a CudaDevice> {
+    pass.device
+        .cuda()
+        .filter(|_| pass.model.semantics.act_quant_gemm_inputs)
+}
+
+/// `rms_norm` of `x` into `out`; on a GPU pass whose GEMMs act_quant their inputs, `out`'s act_quant too, from the same launch.
+pub(crate) fn rms_norm(pass: &Pass<'_>, x: &Act, weight: &[f32], out: &mut Act) -> Option<Quant> {
+    let Some(c) = quantising(pass) else {
+        ops::rms_norm(&pass.device, x, weight, pass.eps(), out);
+        return None;
+    };
+    let dim = weight.len();
+    let mut quant = alloc(c, x.len() / dim, dim);
     let w = c
         .resident
         .get(c.gpu, weight)
         .unwrap_or_else(|e| panic!("uploading a weight to the GPU failed: {e}"));
-    let (qn, sn) = (rows * dim.next_multiple_of(8), rows * dim.div_ceil(128));
-    let r = rq::rms_norm_quant_cuda(
-        record(&rq::cuda::KERNEL),
-        x.input(),
-        &*w,
-        pass.eps(),
+    let (q, scales) = quant.outputs(dim);
+    let k = record(&rq::cuda::KERNEL);
+    let r = rq::rms_norm_quant_cuda(k, x.input(), &*w, pass.eps(), out.output(), q, scales, ops::F);
+    ok("rms_norm_quant", r);
+    Some(quant)
+}
+
+/// `swiglu` of `gate` and `up` with a route weight a row into `out`; on a GPU pass whose GEMMs act_quant their inputs, `out`'s act_quant too, from the same launch.
+pub(crate) fn swiglu(pass: &Pass<'_>, gate: &Act, up: &Act, route: &Act, limit: f32, out: &mut Act) -> Option<Quant> {
+    let Some(c) = quantising(pass) else {
+        ops::swiglu(&pass.device, gate, up, route, limit, out);
+        return None;
+    };
+    let dim = gate.len() / route.len().max(1);
+    let mut quant = alloc(c, route.len(), dim);
+    let (q, scales) = quant.outputs(dim);
+    let k = record(&sq::cuda::KERNEL);
+    let r = sq::swiglu_quant_cuda(
+        k,
+        gate.input(),
+        up.input(),
+        route.input(),
+        limit,
         out.output(),
-        Out::Dev(q.slice_mut(..qn)),
-        Out::Dev(scales.slice_mut(..sn)),
+        q,
+        scales,
         ops::F,
     );
-    ok("rms_norm_quant", r);
-    Some(Quant { q, scales, rows })
+    ok("swiglu_quant", r);
+    Some(quant)
+}
+
+/// `linear::fp8_into` reading `quant`, x's act_quant, where there is one.
+pub(crate) fn fp8_into(pass: &Pass<'_>, x: &Act, quant: Option<&Quant>, w: &Fp8, out: &mut Act) {
+    let (Some(qt), Some(c)) = (quant, pass.device.cuda()) else {
+        return linear::fp8_into(pass, x, w, out);
+    };
+    let fail = |e: String| panic!("uploading a weight to the GPU failed: {e}");
+    let (codes, scales) = (
+        c.resident.get(c.gpu, &w.codes).unwrap_or_else(fail),
+        c.resident.get(c.gpu, &w.scales).unwrap_or_else(fail),
+    );
+    let weights = vec![((&*codes).into(), (&*scales).into(), w.out_dim, out.output())];
+    let r = f8::cuda::fp8_gemms_quantised_cuda(record(&f8::cuda::KERNEL), qt.view(), weights, w.in_dim, ops::F);
+    ok("fp8_gemm", r);
 }
 
 /// `x` times each of `ws` (one input width), reading `quant`, x's act_quant, where there is one; else as `linear::fp8` and `linear::fp8_pair`.

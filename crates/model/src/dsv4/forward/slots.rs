@@ -8,7 +8,7 @@ use tensorfold_kernels::mxfp4_gemm as m4;
 
 use super::act::Act;
 use super::device::{CudaDevice, ok, record};
-use super::quant::Quant;
+use super::quant::{self, Quant};
 use super::{Pass, ops};
 use crate::dsv4::weights::{Expert, Moe, Mxfp4};
 
@@ -98,8 +98,8 @@ pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, quant: Option<&Quant>, i
     let mut gu = slots(pass, w, &[Matrix::W1, Matrix::W3], x, quant, idx, k, &first.w1);
     let (u, g) = (gu.pop().expect("w3 output"), gu.pop().expect("w1 output"));
     let mut h = pass.device.alloc(g.len());
-    ops::swiglu(&pass.device, &g, &u, weights, c.swiglu_limit as f32, &mut h);
-    slots(pass, w, &[Matrix::W2], &h, None, idx, 1, &first.w2)
+    let hq = quant::swiglu(pass, &g, &u, weights, c.swiglu_limit as f32, &mut h);
+    slots(pass, w, &[Matrix::W2], &h, hq.as_ref(), idx, 1, &first.w2)
         .pop()
         .expect("w2 output")
 }
