@@ -149,13 +149,6 @@ pub fn mxfp4_gemm_slots_cuda<'a>(
     checked_k(k)?;
     let gpu = cuda::gpu()?;
     let xd = gpu.stage(x.into())?;
-    let (idx, rows) = (idx.into(), xd.view().len() / k);
-    let slots = idx.len();
-    if per_row == 0 || rows < slots.div_ceil(per_row) {
-        return Err(format!(
-            "mxfp4_gemm_slots on CUDA: {slots} slots of {per_row} per row need that many rows of {k}"
-        ));
-    }
     let qd = quantise(gpu, launch, &xd, k, faults)?;
     mxfp4_gemm_slots_quantised_cuda(launch, qd.view(), tables, idx, per_row, n, k, outs, faults)
 }

@@ -9,10 +9,11 @@ pub use cuda::rms_norm_quant_cuda;
 
 use crate::act_quant::{AMAX_FLOOR, QMAX, e4m3_grid, pow2_scale, round_to_grid};
 use crate::contract::rng::Rng;
-use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
+use crate::contract::{Arg, Backend, Bound, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
 use crate::faults::Faults;
+use crate::rms_norm::RmsNorm;
 
-/// The model's epsilon.
+/// The model's epsilon (`rms_norm`'s contract's).
 const EPS: f32 = 1e-6;
 
 /// The f32 value of f16 bits (exact).
@@ -39,6 +40,19 @@ pub fn dequantised(q: &[u16], q_scale: &[f32], dim: usize) -> Vec<f32> {
         .collect()
 }
 
+/// DeepSeek's act_quant round trip of rows of `dim` in float64: per 128 values, `s = 2^ceil(log2(amax / 448))` and `e4m3(v / s) * s`.
+pub(crate) fn round_trip_reference(values: &[f64], dim: usize) -> Vec<f64> {
+    let grid = e4m3_grid();
+    let mut out = Vec::with_capacity(values.len());
+    for row in values.chunks(dim) {
+        for b in row.chunks(BLOCK) {
+            let s = pow2_scale(b.iter().fold(AMAX_FLOOR, |m, v| m.max(v.abs())), QMAX);
+            out.extend(b.iter().map(|v| round_to_grid((v / s).clamp(-QMAX, QMAX), &grid) * s));
+        }
+    }
+    out
+}
+
 pub struct RmsNormQuant;
 
 impl Kernel for RmsNormQuant {
@@ -51,12 +65,7 @@ impl Kernel for RmsNormQuant {
     }
 
     fn bound(&self) -> Bound {
-        Bound {
-            rel_norm: 2e-6,
-            abs: 1e-6,
-            rel: 4e-6,
-            why: "rms_norm's: f32 sum of squares in fixed lanes, one sqrt, one divide and two multiplies; yq states its own",
-        }
+        RmsNorm.bound()
     }
 
     fn output_bound(&self, name: &str) -> Bound {
@@ -72,27 +81,13 @@ impl Kernel for RmsNormQuant {
     }
 
     fn cases(&self) -> Vec<Case> {
-        let mut cases = Vec::new();
-        for (rows, dim) in [
-            (1, 1),
-            (17, 31),
-            (5, 257),
-            (31, 128),
-            (3, 4096),
-            (2, 7168),
-            (6, 1024),
-            (1, 4096),
-        ] {
-            cases.push(Case::new(rows, &[("dim", dim)]));
-        }
+        let mut cases = RmsNorm.cases();
+        cases.extend([Case::new(6, &[("dim", 1024)]), Case::new(1, &[("dim", 4096)])]);
         cases
     }
 
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Vec<Arg> {
-        let dim = case.get("dim");
-        let x: Vec<f32> = (0..case.rows * dim).map(|_| 3.0 * rng.normal()).collect();
-        let w: Vec<f32> = (0..dim).map(|_| 1.0 + 0.1 * rng.normal()).collect();
-        vec![Arg::per_row("x", Buf::F32(x), dim), Arg::shared("weight", Buf::F32(w))]
+        RmsNorm.inputs(case, rng)
     }
 
     fn outputs(&self, case: &Case) -> Vec<OutSpec> {
@@ -105,20 +100,8 @@ impl Kernel for RmsNormQuant {
     }
 
     fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
-        let dim = case.get("dim");
-        let (x, w) = (inputs[0].buf.f32(), inputs[1].buf.f32());
-        let grid = e4m3_grid();
-        let (mut y, mut yq) = (Vec::with_capacity(x.len()), Vec::with_capacity(x.len()));
-        for row in x.chunks(dim) {
-            let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
-            let r = 1.0 / (ms + EPS as f64).sqrt();
-            let normed: Vec<f64> = row.iter().zip(w).map(|(&v, &g)| v as f64 * r * g as f64).collect();
-            for b in normed.chunks(BLOCK) {
-                let s = pow2_scale(b.iter().fold(AMAX_FLOOR, |m, v| m.max(v.abs())), QMAX);
-                yq.extend(b.iter().map(|v| round_to_grid((v / s).clamp(-QMAX, QMAX), &grid) * s));
-            }
-            y.extend(normed);
-        }
+        let y = RmsNorm.reference(case, inputs).swap_remove(0);
+        let yq = round_trip_reference(&y, case.get("dim"));
         vec![y, yq]
     }
 

@@ -6,11 +6,10 @@ pub mod cuda;
 pub use cpu::swiglu_quant;
 pub use cuda::swiglu_quant_cuda;
 
-use crate::act_quant::{AMAX_FLOOR, QMAX, e4m3_grid, pow2_scale, round_to_grid};
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
 use crate::faults::Faults;
-use crate::rms_norm_quant::{BLOCK, dequantised};
+use crate::rms_norm_quant::{BLOCK, dequantised, round_trip_reference};
 use crate::swiglu::{SWIGLU_LIMIT, Swiglu};
 
 pub struct SwigluQuant;
@@ -60,16 +59,8 @@ impl Kernel for SwigluQuant {
     }
 
     fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
-        let inter = case.get("inter");
         let h = Swiglu.reference(case, inputs).swap_remove(0);
-        let grid = e4m3_grid();
-        let mut hq = Vec::with_capacity(h.len());
-        for row in h.chunks(inter) {
-            for b in row.chunks(BLOCK) {
-                let s = pow2_scale(b.iter().fold(AMAX_FLOOR, |m, v| m.max(v.abs())), QMAX);
-                hq.extend(b.iter().map(|v| round_to_grid((v / s).clamp(-QMAX, QMAX), &grid) * s));
-            }
-        }
+        let hq = round_trip_reference(&h, case.get("inter"));
         vec![h, hq]
     }
 
