@@ -13,7 +13,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("rms_norm_quant.cu")
     ),
     entries: &["rms_norm_quant"],
-    controls: &["race_quant", "lost_act_scale", "skip_last_row"],
+    controls: &["race_no_sync", "lost_act_scale", "skip_last_row"],
     records: &[
         CudaLaunch::new(256, 65_535),
         CudaLaunch::new(256, 1),

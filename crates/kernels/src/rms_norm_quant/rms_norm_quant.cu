@@ -14,9 +14,7 @@ extern "C" __global__ void rms_norm_quant(const float* x, const float* weight, f
         float* yr = y + (size_t)r * dim;
         tf_rms_norm_slice(x + (size_t)r * dim, weight, yr, dim, eps, lo, hi, lanes, &scale);
         // The slice's values are written before any warp reads them back.
-#ifndef TF_FAULT_race_quant
         __syncthreads();
-#endif
         for (int b = lo / 128 + warp; b * 128 < hi; b += warps) {
             u16* qr = q + (size_t)r * kp;
             float* sb = q_scale + (size_t)r * nblk + b;
