@@ -250,33 +250,25 @@ extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float*
     }
 }
 
-// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them: a block takes 32 outputs, its threads stage CHAIN_SCH partials of each through shared memory (all loads at once), then warp 0's lanes add them in order.
-#define CHAIN_SCH 128
+// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them.
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
     tf_grid_begin();
-    __shared__ float sp[CHAIN_SCH][32];
-    size_t total = (size_t)m * n;
-    int o = threadIdx.x % 32, lanes = blockDim.x / 32;
-    for (size_t i0 = (size_t)blockIdx.x * 32; i0 < total; i0 += (size_t)gridDim.x * 32) {
-        size_t i = i0 + o;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
-        for (int s0 = 0; s0 < stages; s0 += CHAIN_SCH) {
-            int sn = min(CHAIN_SCH, stages - s0);
-#pragma unroll 16
-            for (int s = threadIdx.x / 32; s < sn; s += lanes) sp[s][o] = i < total ? parts[(size_t)(s0 + s) * total + i] : 0.0f;
-#ifndef TF_FAULT_race_no_sync
-            __syncthreads();
-#endif
-            if (threadIdx.x < 32) {
-#pragma unroll 8
-                for (int s = 0; s < sn; ++s) acc = acc + sp[s][o];
-            }
-            __syncthreads();
+        int s = 0;
+        // 32 partials load before their adds, which keep stage order.
+        for (; s + 32 <= stages; s += 32) {
+            float p[32];
+#pragma unroll
+            for (int u = 0; u < 32; ++u) p[u] = parts[(size_t)(s + u) * m * n + i];
+#pragma unroll
+            for (int u = 0; u < 32; ++u) acc = acc + p[u];
         }
-        bool skip = i >= total;
+        for (; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
+        bool skip = false;
 #ifdef TF_FAULT_skip_last_row
-        skip = skip || (int)(i / n) == m - 1;
+        skip = (int)(i / n) == m - 1;
 #endif
-        if (threadIdx.x < 32 && !skip) y[i] = acc;
+        if (!skip) y[i] = acc;
     }
 }

@@ -10,7 +10,7 @@ use crate::fp8_gemm::DECODE_ROWS;
 const MAX_PARTS: usize = 1 << 22;
 
 /// Threads a block of the chain entry.
-const CHAIN_BLOCK: u32 = 256;
+const CHAIN_BLOCK: u32 = 64;
 
 /// Decode outputs of fewer 16-column tiles than this split the stages over warps.
 const SPLIT_BELOW: usize = 1024;
@@ -75,10 +75,11 @@ pub fn bf16_gemm_cuda<'a>(
             let ss = stages as i32;
             let mut b = gpu.launch_builder(&chain);
             b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
-            // A block stages 32 outputs' partials at once (any block size gives the same bits).
+            // Small blocks spread the chains' loads over more SMs (any block size gives the same bits).
+            let block = launch.block.min(CHAIN_BLOCK);
             let config = LaunchConfig {
-                grid_dim: (launch.grid((m * n).div_ceil(32)), 1, 1),
-                block_dim: (launch.block.min(CHAIN_BLOCK), 1, 1),
+                grid_dim: (launch.grid((m * n).div_ceil(block as usize)), 1, 1),
+                block_dim: (block, 1, 1),
                 shared_mem_bytes: 0,
             };
             // SAFETY: the arguments match the kernel's signature; y holds `m * n` values.
