@@ -90,6 +90,16 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
                 b.rel,
                 b.why
             );
+            // Outputs that state their own bound.
+            for spec in k.cases().first().map(|c| k.outputs(c)).unwrap_or_default() {
+                let o = k.output_bound(spec.name);
+                if o.why != b.why {
+                    println!(
+                        "  output {}: bound rel-norm {:e}, per element {:e} + {:e}|ref|: {}",
+                        spec.name, o.rel_norm, o.abs, o.rel, o.why
+                    );
+                }
+            }
         }
         return Ok(());
     }

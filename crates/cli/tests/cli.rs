@@ -158,3 +158,21 @@ fn cuda_contract_without_a_gpu_says_why() {
         text(&out)
     );
 }
+
+#[test]
+fn contract_list_shows_an_outputs_own_bound() {
+    let out = tensorfold(&["kernel-contract", "--list", "--only", "dsv4"]);
+    let list = text(&out);
+    assert!(out.status.success(), "{list}");
+    let own = |kernel: &str, output: &str| {
+        let at = list
+            .find(&format!("{kernel} (dsv4)"))
+            .unwrap_or_else(|| panic!("{kernel} listed: {list}"));
+        list[at..]
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&format!("  output {output}: bound")))
+    };
+    assert!(own("rms_norm_quant", "yq") && own("swiglu_quant", "hq"), "{list}");
+    assert!(!own("rms_norm", "y"), "rms_norm states one bound: {list}");
+}
