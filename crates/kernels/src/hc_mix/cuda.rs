@@ -1,10 +1,7 @@
-//! CUDA `hc_mix`: a row's mixing logit from its dot and its sum of squares in 256 fixed lanes each, the lanes spread over 512 / block size blocks and added by the last of them, then times rsqrt(mean(x^2) + eps).
+//! CUDA `hc_mix`: one block per row and mixing logit, the dot and the sum of squares side by side in 256 fixed lanes each, then times rsqrt(mean(x^2) + eps).
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
-
-/// Lanes of each of a logit's two sums (the kernel's `LANES`).
-const LANES: usize = 256;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_mix",
@@ -12,7 +9,6 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["hc_mix"],
     controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
     records: &[
-        CudaLaunch::new(64, 65_535),
         CudaLaunch::new(512, 65_535),
         CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
@@ -39,25 +35,13 @@ pub fn hc_mix_cuda<'a>(
     let rows = x.len() / hc_dim;
     let (xd, fd) = (gpu.stage(x)?, gpu.stage(hc_fn)?);
     let mut y = gpu.stage_out(out)?;
-    // Each item's 512 lane sums, and its count of blocks done (zero at the launch, zero again after it).
-    let mut lanes = gpu.scratch::<f32>(rows * mix * 2 * LANES)?;
-    let mut done = gpu.zeros::<u32>(rows * mix)?;
-    let parts = (2 * LANES / launch.block as usize).max(1);
     {
         let mut yv = y.view();
         let (r, d, m) = (rows as i32, hc_dim as i32, mix as i32);
         let mut b = gpu.launch_builder(&f);
-        b.input(&xd)
-            .input(&fd)
-            .arg(&mut yv)
-            .arg(&mut lanes)
-            .arg(&mut done)
-            .arg(&r)
-            .arg(&d)
-            .arg(&m)
-            .arg(&eps);
-        // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`, lanes `2 * LANES` a row and logit, done one count each.
-        cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows * mix * parts)) })?;
+        b.input(&xd).input(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
+        // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
+        cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows * mix)) })?;
     }
     y.finish(gpu)
 }
