@@ -10,7 +10,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
     name: "swiglu_quant",
     source: concat!(include_str!("../swiglu/swiglu.cu"), include_str!("swiglu_quant.cu")),
     entries: &["swiglu_quant"],
-    controls: &["race_quant", "lost_act_scale", "skip_last_row"],
+    controls: &["race_no_sync", "lost_act_scale", "skip_last_row"],
     records: &[
         CudaLaunch::new(256, 65_535),
         CudaLaunch::new(256, 1),

@@ -15,7 +15,7 @@ extern "C" __global__ void swiglu_quant(const float* gate, const float* up, cons
         float* hr = h + (size_t)r * inter;
         for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) hr[i] = tf_swiglu(gate[(size_t)r * inter + i], up[(size_t)r * inter + i], rw, limit, limit);
         // The slice's values are written before any warp reads them back.
-#ifndef TF_FAULT_race_quant
+#ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
         for (int b = lo / 128 + warp; b * 128 < hi; b += warps) {
