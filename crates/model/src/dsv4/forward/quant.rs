@@ -27,6 +27,12 @@ impl Quant {
             rows: self.rows,
         }
     }
+
+    /// The codes and scales as a kernel's outputs for rows of `dim`.
+    fn outputs(&mut self, dim: usize) -> (Out<'_, u16>, Out<'_, f32>) {
+        let (qn, sn) = (self.rows * dim.next_multiple_of(8), self.rows * dim.div_ceil(128));
+        (Out::Dev(self.q.slice_mut(..qn)), Out::Dev(self.scales.slice_mut(..sn)))
+    }
 }
 
 /// Codes and scales for `rows` act_quant'ed rows of `dim`, the codes' padding past `dim` cleared.
@@ -43,14 +49,6 @@ fn alloc(c: &CudaDevice, rows: usize, dim: usize) -> Quant {
     .unwrap_or_else(fail);
     let scales = c.gpu.scratch::<f32>(rows * dim.div_ceil(128)).unwrap_or_else(fail);
     Quant { q, scales, rows }
-}
-
-impl Quant {
-    /// The codes and scales as a kernel's outputs for rows of `dim`.
-    fn outputs(&mut self, dim: usize) -> (Out<'_, u16>, Out<'_, f32>) {
-        let (qn, sn) = (self.rows * dim.next_multiple_of(8), self.rows * dim.div_ceil(128));
-        (Out::Dev(self.q.slice_mut(..qn)), Out::Dev(self.scales.slice_mut(..sn)))
-    }
 }
 
 /// The pass's GPU where its GEMMs act_quant their inputs.
@@ -104,19 +102,34 @@ pub(crate) fn swiglu(pass: &Pass<'_>, gate: &Act, up: &Act, route: &Act, limit: 
     Some(quant)
 }
 
+/// Rows `qt` times each of `ws` (one input width) into `outs` on the GPU, the weights resident there.
+fn gemms(c: &CudaDevice, qt: &Quant, ws: &[&Fp8], outs: Vec<&mut Act>) {
+    let k = ws.first().map_or(0, |w| w.in_dim);
+    assert!(ws.iter().all(|w| w.in_dim == k), "fp8 weights of one input width");
+    let fail = |e: String| panic!("uploading a weight to the GPU failed: {e}");
+    let held: Vec<_> = ws
+        .iter()
+        .map(|w| {
+            let codes = c.resident.get(c.gpu, &w.codes).unwrap_or_else(fail);
+            (codes, c.resident.get(c.gpu, &w.scales).unwrap_or_else(fail))
+        })
+        .collect();
+    let weights = held
+        .iter()
+        .zip(ws)
+        .zip(outs)
+        .map(|(((wd, sd), w), out)| ((&**wd).into(), (&**sd).into(), w.out_dim, out.output()))
+        .collect();
+    let r = f8::cuda::fp8_gemms_quantised_cuda(record(&f8::cuda::KERNEL), qt.view(), weights, k, ops::F);
+    ok("fp8_gemm", r);
+}
+
 /// `linear::fp8_into` reading `quant`, x's act_quant, where there is one.
 pub(crate) fn fp8_into(pass: &Pass<'_>, x: &Act, quant: Option<&Quant>, w: &Fp8, out: &mut Act) {
-    let (Some(qt), Some(c)) = (quant, pass.device.cuda()) else {
-        return linear::fp8_into(pass, x, w, out);
-    };
-    let fail = |e: String| panic!("uploading a weight to the GPU failed: {e}");
-    let (codes, scales) = (
-        c.resident.get(c.gpu, &w.codes).unwrap_or_else(fail),
-        c.resident.get(c.gpu, &w.scales).unwrap_or_else(fail),
-    );
-    let weights = vec![((&*codes).into(), (&*scales).into(), w.out_dim, out.output())];
-    let r = f8::cuda::fp8_gemms_quantised_cuda(record(&f8::cuda::KERNEL), qt.view(), weights, w.in_dim, ops::F);
-    ok("fp8_gemm", r);
+    match (quant, pass.device.cuda()) {
+        (Some(qt), Some(c)) => gemms(c, qt, &[w], vec![out]),
+        _ => linear::fp8_into(pass, x, w, out),
+    }
 }
 
 /// `x` times each of `ws` (one input width), reading `quant`, x's act_quant, where there is one; else as `linear::fp8` and `linear::fp8_pair`.
@@ -130,24 +143,7 @@ pub(crate) fn fp8(pass: &Pass<'_>, x: &Act, quant: Option<&Quant>, ws: &[&Fp8]) 
             _ => ws.iter().map(|w| linear::fp8(pass, x, w)).collect(),
         };
     };
-    let k = ws.first().map_or(0, |w| w.in_dim);
-    assert!(ws.iter().all(|w| w.in_dim == k), "fp8 weights of one input width");
     let mut outs: Vec<Act> = ws.iter().map(|w| pass.device.alloc(qt.rows * w.out_dim)).collect();
-    let fail = |e: String| panic!("uploading a weight to the GPU failed: {e}");
-    let held: Vec<_> = ws
-        .iter()
-        .map(|w| {
-            let codes = c.resident.get(c.gpu, &w.codes).unwrap_or_else(fail);
-            (codes, c.resident.get(c.gpu, &w.scales).unwrap_or_else(fail))
-        })
-        .collect();
-    let weights = held
-        .iter()
-        .zip(ws)
-        .zip(outs.iter_mut())
-        .map(|(((wd, sd), w), out)| ((&**wd).into(), (&**sd).into(), w.out_dim, out.output()))
-        .collect();
-    let r = f8::cuda::fp8_gemms_quantised_cuda(record(&f8::cuda::KERNEL), qt.view(), weights, k, ops::F);
-    ok("fp8_gemm", r);
+    gemms(c, qt, ws, outs.iter_mut().collect());
     outs
 }
