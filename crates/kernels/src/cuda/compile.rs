@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::nvrtc::sys;
 use sha2::{Digest, Sha256};
@@ -108,9 +109,12 @@ pub fn compile(kernel: &CudaKernel, arch: u32, fault: Option<&str>) -> Result<Co
     })
 }
 
+/// Writes `dir/name` by a rename from a temporary file that no other writer, thread or process, shares.
 fn write_atomic(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicUsize = AtomicUsize::new(0);
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(tmp, dir.join(name))
 }
@@ -199,6 +203,25 @@ pub fn parse_resources(log: &str) -> HashMap<String, Resources> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_writing_one_cache_file_leave_one_whole_copy() {
+        let dir = std::env::temp_dir().join(format!("tf-cache-race-{}", std::process::id()));
+        std::thread::scope(|s| {
+            for t in 0..8u8 {
+                let dir = &dir;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_atomic(dir, "k.cubin", &vec![t; 1 << 20]).unwrap();
+                    }
+                });
+            }
+        });
+        let got = std::fs::read(dir.join("k.cubin")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(got.len(), 1 << 20, "a torn write");
+        assert!(got.iter().all(|&b| b == got[0]), "bytes of two writes in one file");
+    }
 
     #[test]
     fn reads_the_ptxas_report() {

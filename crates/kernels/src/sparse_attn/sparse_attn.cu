@@ -3,37 +3,65 @@
 // P.V splits whose chains one thread steps side by side.
 #define PV_SPLITS 4
 
-// q . k in 16 lanes (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds it.
-__device__ __forceinline__ float sparse_attn_dot(const float* q, const float* k, int hd, int lane) {
+// Entries one half-warp scores side by side.
+#define DOTS 4
+// Entries whose values a P.V step loads before its FMAs, per split.
+#define PV_AHEAD 8
+// Longest list a block keeps in shared memory; longer ones live in the global scratch.
+#define LIST_CAP 2048
+
+// q . k of up to DOTS entries `k[d]` (d < n) in 16 lanes each (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds them.
+__device__ __forceinline__ void sparse_attn_dots(const float* q, const float* const* k, int n, int hd, int lane, float* out) {
     unsigned half = 0xffffu << (threadIdx.x & 16);
-    float acc = 0.0f;
-    for (int i = lane; i < hd; i += 16) acc = fmaf(q[i], k[i], acc);
-    for (int o = 8; o > 0; o >>= 1) acc += __shfl_down_sync(half, acc, o, 16);
-    return acc;
+    float acc[DOTS];
+#pragma unroll
+    for (int d = 0; d < DOTS; ++d) acc[d] = 0.0f;
+#pragma unroll 8
+    for (int i = lane; i < hd; i += 16) {
+        float qi = q[i];
+#pragma unroll
+        for (int d = 0; d < DOTS; ++d)
+            if (d < n) acc[d] = fmaf(qi, k[d][i], acc[d]);
+    }
+#pragma unroll
+    for (int d = 0; d < DOTS; ++d) {
+        for (int o = 8; o > 0; o >>= 1) acc[d] += __shfl_down_sync(half, acc[d], o, 16);
+        out[d] = acc[d];
+    }
 }
 
-// `list` and `probs` are scratch of `num_idx` values per block: the row's present entries in list order and their probabilities.
+// `list` and `probs` are scratch of `num_idx` values per block, used for lists longer than LIST_CAP: the row's present entries in list order and their probabilities.
 extern "C" __global__ void sparse_attn(const float* q, const int* idx, const float* kv, const float* sink, float* o, int* list,
                                        float* probs, int rows, int heads, int hd, int num_idx, float scale, int bf16_probs) {
     tf_grid_begin();
     __shared__ int len_s;
     __shared__ float warp_max[32];
     __shared__ float m_s, den_s;
+    // A row's list, its present entries and their probabilities, in shared memory when the list fits.
+    __shared__ int idx_s[LIST_CAP], lst_s[LIST_CAP];
+    __shared__ float p_s[LIST_CAP];
+    bool fits = num_idx <= LIST_CAP;
     int lane = threadIdx.x & 15, group = threadIdx.x >> 4, groups = blockDim.x >> 4;
-    int* lst = list + (size_t)blockIdx.x * num_idx;
-    float* p = probs + (size_t)blockIdx.x * num_idx;
+    int* lst = fits ? lst_s : list + (size_t)blockIdx.x * num_idx;
+    float* p = fits ? p_s : probs + (size_t)blockIdx.x * num_idx;
     int split = SPLIT;
 #ifdef TF_FAULT_split_by_grid
     if (gridDim.x == 1) split = SPLIT / 2;
 #endif
     for (int item = blockIdx.x; item < rows * heads; item += gridDim.x) {
         int r = item / heads, h = item % heads;
+        const int* ri = idx + (size_t)r * num_idx;
+        if (fits) {
+            for (int i = threadIdx.x; i < num_idx; i += blockDim.x) idx_s[i] = ri[i];
+            __syncthreads();
+            ri = idx_s;
+        }
         // The present entries in list order, compacted by warp 0 with ballots.
         if (threadIdx.x < 32) {
             int n = 0;
             for (int base = 0; base < num_idx; base += 32) {
                 int i = base + threadIdx.x;
-                int e = i < num_idx ? idx[(size_t)r * num_idx + i] : -1;
+                int e = i < num_idx ? ri[i] : -1;
 #ifdef TF_FAULT_padding_reads_entry_0
                 if (i < num_idx) e = max(e, 0);
 #endif
@@ -48,11 +76,18 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
 #endif
         int len = min(max(len_s, 0), num_idx);
         const float* qh = q + (size_t)item * hd;
-        for (int k0 = 0; k0 < len; k0 += groups) {
-            int k = k0 + group;
-            if (k >= len) break;
-            float s = sparse_attn_dot(qh, kv + (size_t)lst[k] * hd, hd, lane);
-            if (lane == 0) p[k] = s * scale;
+        // Group g scores entries g, g + groups, ...: DOTS of them a step, each dot's arithmetic its own.
+        for (int k0 = 0; k0 < len; k0 += DOTS * groups) {
+            int n = min(DOTS, (len - k0 - group + groups - 1) / groups);
+            if (n <= 0) break;
+            const float* keys[DOTS];
+            float s[DOTS];
+#pragma unroll
+            for (int d = 0; d < DOTS; ++d) keys[d] = kv + (size_t)lst[k0 + group + (d < n ? d : 0) * groups] * hd;
+            sparse_attn_dots(qh, keys, n, hd, lane, s);
+#pragma unroll
+            for (int d = 0; d < DOTS; ++d)
+                if (lane == 0 && d < n) p[k0 + group + d * groups] = s[d] * scale;
         }
         __syncthreads();
         // The maximum (exact in any order), then exps in parallel and their sum in list order by one thread.
@@ -76,7 +111,15 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
         __syncthreads();
         if (threadIdx.x == 0) {
             float den = 0.0f;
-            for (int k = 0; k < len; ++k) den += p[k];
+            int k = 0;
+            for (; k + 8 <= len; k += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) v[u] = p[k + u];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) den += v[u];
+            }
+            for (; k < len; ++k) den += p[k];
 #ifndef TF_FAULT_no_sink
             den += tf_exp_cpu(sk - m);
 #endif
@@ -96,11 +139,24 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
                 float acc[PV_SPLITS];
 #pragma unroll
                 for (int g = 0; g < PV_SPLITS; ++g) acc[g] = 0.0f;
-                for (int j = 0; j < split; ++j) {
+                // PV_AHEAD entries of every split loaded, then their FMAs in list order.
+                for (int j = 0; j < split; j += PV_AHEAD) {
+                    float pk[PV_SPLITS][PV_AHEAD], vk[PV_SPLITS][PV_AHEAD];
 #pragma unroll
                     for (int g = 0; g < PV_SPLITS; ++g) {
-                        int k = k0 + g * split + j;
-                        if (k < len) acc[g] = fmaf(p[k], kv[(size_t)lst[k] * hd + c], acc[g]);
+#pragma unroll
+                        for (int u = 0; u < PV_AHEAD; ++u) {
+                            int k = k0 + g * split + j + u;
+                            bool in = k < len;
+                            pk[g][u] = in ? p[k] : 0.0f;
+                            vk[g][u] = in ? kv[(size_t)lst[k] * hd + c] : 0.0f;
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < PV_AHEAD; ++u) {
+#pragma unroll
+                        for (int g = 0; g < PV_SPLITS; ++g)
+                            if (k0 + g * split + j + u < len) acc[g] = fmaf(pk[g][u], vk[g][u], acc[g]);
                     }
                 }
 #pragma unroll
