@@ -30,6 +30,29 @@ __device__ __forceinline__ void sparse_attn_dots(const float* q, const float* co
     }
 }
 
+// One P.V step of the first L splits: PV_AHEAD entries of each loaded from j on, then their FMAs in list order (entries past len left out).
+template <int L>
+__device__ __forceinline__ void sparse_attn_pv(float* acc, const float* p, const int* lst, const float* vc, int hd, int k0, int j, int split,
+                                               int len) {
+    float pk[L][PV_AHEAD], vk[L][PV_AHEAD];
+#pragma unroll
+    for (int g = 0; g < L; ++g) {
+#pragma unroll
+        for (int u = 0; u < PV_AHEAD; ++u) {
+            int k = k0 + g * split + j + u;
+            bool in = k < len;
+            pk[g][u] = in ? p[k] : 0.0f;
+            vk[g][u] = in ? vc[(size_t)lst[k] * hd] : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < PV_AHEAD; ++u) {
+#pragma unroll
+        for (int g = 0; g < L; ++g)
+            if (k0 + g * split + j + u < len) acc[g] = fmaf(pk[g][u], vk[g][u], acc[g]);
+    }
+}
+
 // `list` and `probs` are scratch of `num_idx` values per block, used for lists longer than LIST_CAP: the row's present entries in list order and their probabilities.
 extern "C" __global__ void sparse_attn(const float* q, const int* idx, const float* kv, const float* sink, float* o, int* list,
                                        float* probs, int rows, int heads, int hd, int num_idx, float scale, int bf16_probs) {
@@ -139,24 +162,15 @@ extern "C" __global__ void sparse_attn(const float* q, const int* idx, const flo
                 float acc[PV_SPLITS];
 #pragma unroll
                 for (int g = 0; g < PV_SPLITS; ++g) acc[g] = 0.0f;
-                // PV_AHEAD entries of every split loaded, then their FMAs in list order.
-                for (int j = 0; j < split; j += PV_AHEAD) {
-                    float pk[PV_SPLITS][PV_AHEAD], vk[PV_SPLITS][PV_AHEAD];
-#pragma unroll
-                    for (int g = 0; g < PV_SPLITS; ++g) {
-#pragma unroll
-                        for (int u = 0; u < PV_AHEAD; ++u) {
-                            int k = k0 + g * split + j + u;
-                            bool in = k < len;
-                            pk[g][u] = in ? p[k] : 0.0f;
-                            vk[g][u] = in ? kv[(size_t)lst[k] * hd + c] : 0.0f;
-                        }
-                    }
-#pragma unroll
-                    for (int u = 0; u < PV_AHEAD; ++u) {
-#pragma unroll
-                        for (int g = 0; g < PV_SPLITS; ++g)
-                            if (k0 + g * split + j + u < len) acc[g] = fmaf(pk[g][u], vk[g][u], acc[g]);
+                // Only splits holding entries step, and only while the first still does (a warp-uniform choice).
+                int live = min(PV_SPLITS, (len - k0 + split - 1) / split);
+                for (int j = 0; j < split && k0 + j < len; j += PV_AHEAD) {
+                    const float* vc = kv + c;
+                    switch (live) {
+                    case 1: sparse_attn_pv<1>(acc, p, lst, vc, hd, k0, j, split, len); break;
+                    case 2: sparse_attn_pv<2>(acc, p, lst, vc, hd, k0, j, split, len); break;
+                    case 3: sparse_attn_pv<3>(acc, p, lst, vc, hd, k0, j, split, len); break;
+                    default: sparse_attn_pv<PV_SPLITS>(acc, p, lst, vc, hd, k0, j, split, len); break;
                     }
                 }
 #pragma unroll
