@@ -1,4 +1,4 @@
-// sparse_attn: one block per (row, head) (items past the grid loop); scores by half-warps with the CPU's 16 dot lanes, the softmax with sink in list order, then P.V in fixed 64-entry splits summed in split order, so no bit depends on the grid or block size.
+// sparse_attn: one block per (row, head) (items past the grid loop), its list in shared memory up to LIST_CAP; scores by half-warps with the CPU's 16 dot lanes, the softmax with sink in list order, then P.V in fixed 64-entry splits summed in split order, so no bit depends on the grid or block size.
 #define SPLIT 64
 // P.V splits whose chains one thread steps side by side.
 #define PV_SPLITS 4
