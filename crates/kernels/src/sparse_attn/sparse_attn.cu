@@ -9,6 +9,7 @@
 #define PV_AHEAD 8
 // Longest list a block keeps in shared memory; longer ones live in the global scratch.
 #define LIST_CAP 2048
+static_assert((SPLIT / 2) % PV_AHEAD == 0, "a P.V step stays inside one split, the planted half split included");
 
 // q . k of up to DOTS entries `k[d]` (d < n) in 16 lanes each (lane j takes elements j, j + 16, ...), then the fixed tree (j, j+8), (j, j+4), (j, j+2), (0, 1); lane 0 of the half-warp holds them.
 __device__ __forceinline__ void sparse_attn_dots(const float* q, const float* const* k, int n, int hd, int lane, float* out) {
