@@ -13,7 +13,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("hc_in.cu")
     ),
     entries: &["hc_in"],
-    controls: &["race_collapse", "lost_rsqrt", "skip_last_row", "lost_act_scale"],
+    controls: &["race_no_sync", "lost_rsqrt", "skip_last_row", "lost_act_scale"],
     records: &[
         CudaLaunch::new(512, 65_535),
         CudaLaunch::new(256, 1),

@@ -36,7 +36,7 @@ __device__ __forceinline__ void tf_hc_in_row(const float* xr, const float* weigh
             yr[d] = acc;
         }
     }
-#ifndef TF_FAULT_race_collapse
+#ifndef TF_FAULT_race_no_sync
     tf_bar(nt);
 #endif
     float inv = tf_rms_inv(ys, dim, eps, lanes, scale, nt);
