@@ -32,7 +32,6 @@ pub mod mxfp4_gemm;
 // group C: mHC, routers, MoE join
 pub mod hash_router;
 pub mod hc_head;
-pub mod hc_in;
 pub mod hc_mix;
 pub mod hc_post;
 pub mod hc_pre;

@@ -29,7 +29,6 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         // group C: mHC, routers, MoE join
         &crate::hc_mix::HcMix,
         &crate::hc_split_sinkhorn::HcSplitSinkhorn,
-        &crate::hc_in::HcIn,
         &crate::hc_pre::HcPre,
         &crate::hc_post::HcPost,
         &crate::hc_head::HcHead,

@@ -38,11 +38,6 @@ impl Gpu {
         if ON_SIDE.get() { &self.side } else { &self.stream }
     }
 
-    /// Per-row arrival counts for a kernel on the stream work goes to now ([`super::COUNTS`] rows), which it must leave at zero.
-    pub fn counts(&self) -> &cudarc::driver::CudaSlice<u32> {
-        &self.counts[ON_SIDE.get() as usize]
-    }
-
     /// Queues `f`'s work on the side stream after the work queued so far, overlapping what the process stream queues until the branch's `join`; buffers `f` allocates must be dropped inside it, and buffers it writes for later work allocated before it.
     pub fn beside<R>(&self, f: impl FnOnce() -> R) -> Result<(Branch<'_>, R), String> {
         if ON_SIDE.get() {

@@ -43,8 +43,6 @@ pub struct Gpu {
     pub(crate) marks: super::timeline::Marks,
     /// Page-locked host bytes that read-backs land in.
     pub(crate) landing: super::readback::Landing,
-    /// Per-row arrival counts for the process stream's and the side stream's kernels, zero between launches.
-    pub(crate) counts: [CudaSlice<u32>; 2],
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -112,10 +110,6 @@ fn open() -> Result<Gpu, String> {
     // A stream of its own rather than the legacy default one, which cannot be captured into graphs.
     let stream = ctx.new_stream().map_err(driver_err("stream"))?;
     let side = ctx.new_stream().map_err(driver_err("stream"))?;
-    let zeros = |s: &Arc<CudaStream>| s.alloc_zeros::<u32>(super::COUNTS).map_err(driver_err("alloc"));
-    let counts = [zeros(&stream)?, zeros(&side)?];
-    stream.synchronize().map_err(driver_err("clearing counts"))?;
-    side.synchronize().map_err(driver_err("clearing counts"))?;
     Ok(Gpu {
         ctx,
         stream,
@@ -130,7 +124,6 @@ fn open() -> Result<Gpu, String> {
         chain_captures: AtomicBool::new(true),
         marks: Default::default(),
         landing: Default::default(),
-        counts,
     })
 }
 

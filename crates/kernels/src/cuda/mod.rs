@@ -30,9 +30,6 @@ pub use timeline::{Mark, record_marks};
 
 use std::fmt;
 
-/// Rows a launch may count arrivals for in [`Gpu::counts`].
-pub const COUNTS: usize = 4096;
-
 /// The architectures the contract checks limits against (and CI compiles for).
 pub const ARCHS: [u32; 6] = [80, 86, 89, 90, 100, 120];
 

@@ -1,43 +1,38 @@
 // hc_mix: one block per (row, mixing logit); the dot and the row's sum of squares side by side, each in 256 fixed lanes then one warp (any block size gives the same bits), then times rsqrt.
 #define LANES 256
 
-// Row xr's dot with fm and its sum of squares, each in LANES fixed lanes then one warp, times rsqrt(mean + eps), to every thread (lanes and sums the block's scratch).
-__device__ __forceinline__ float tf_hc_mix_value(const float* xr, const float* fm, int hc_dim, float eps, float* lanes, float* sums) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    // Lanes 0..LANES-1 take the dot with fm, lanes LANES.. the squares.
-    for (int u = threadIdx.x; u < 2 * LANES; u += blockDim.x) {
-        const float* b = u < LANES ? fm : xr;
-        lanes[u] = tf_strided_dot(xr, b, hc_dim, u % LANES, LANES, 0.0f);
-    }
-#ifndef TF_FAULT_race_no_sync
-    __syncthreads();
-#endif
-    for (int s = warp; s < 2; s += warps) {
-        float v = 0.0f;
-        for (int j = 0; j < LANES / 32; ++j) v += lanes[s * LANES + lane * (LANES / 32) + j];
-        v = tf_warp_sum(v);
-        if (lane == 0) sums[s] = v;
-    }
-    __syncthreads();
-    float inv_rms = 1.0f / sqrtf(sums[1] / (float)hc_dim + eps);
-#ifdef TF_FAULT_lost_rsqrt
-    inv_rms = 1.0f;
-#endif
-    return sums[0] * inv_rms;
-}
-
 extern "C" __global__ void hc_mix(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
     tf_grid_begin();
     __shared__ float lanes[2 * LANES];
     __shared__ float sums[2];
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int t = blockIdx.x; t < rows * mix; t += gridDim.x) {
         int r = t / mix, m = t % mix;
-        float v = tf_hc_mix_value(x + (size_t)r * hc_dim, hc_fn + (size_t)m * hc_dim, hc_dim, eps, lanes, sums);
+        const float* xr = x + (size_t)r * hc_dim;
+        // Lanes 0..LANES-1 take the dot with hc_fn[m], lanes LANES.. the squares.
+        for (int u = threadIdx.x; u < 2 * LANES; u += blockDim.x) {
+            const float* b = u < LANES ? hc_fn + (size_t)m * hc_dim : xr;
+            lanes[u] = tf_strided_dot(xr, b, hc_dim, u % LANES, LANES, 0.0f);
+        }
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        for (int s = warp; s < 2; s += warps) {
+            float v = 0.0f;
+            for (int j = 0; j < LANES / 32; ++j) v += lanes[s * LANES + lane * (LANES / 32) + j];
+            v = tf_warp_sum(v);
+            if (lane == 0) sums[s] = v;
+        }
+        __syncthreads();
+        float inv_rms = 1.0f / sqrtf(sums[1] / (float)hc_dim + eps);
+#ifdef TF_FAULT_lost_rsqrt
+        inv_rms = 1.0f;
+#endif
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row
         skip = r == rows - 1;
 #endif
-        if (threadIdx.x == 0 && !skip) out[(size_t)r * mix + m] = v;
+        if (threadIdx.x == 0 && !skip) out[(size_t)r * mix + m] = sums[0] * inv_rms;
         __syncthreads();
     }
 }

@@ -13,19 +13,6 @@ use crate::faults::Faults;
 /// The model's rms_norm_eps.
 const EPS: f32 = 1e-6;
 
-/// The mixing logits of rows `x` of `hc_dim` against `hc_fn`'s rows, in float64.
-pub(crate) fn mix_reference(x: &[f32], hc_fn: &[f32], hc_dim: usize, eps: f32) -> Vec<f64> {
-    let mut mix = Vec::new();
-    for row in x.chunks(hc_dim) {
-        let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / hc_dim as f64;
-        let r = 1.0 / (ms + eps as f64).sqrt();
-        for w in hc_fn.chunks(hc_dim) {
-            mix.push(row.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * r);
-        }
-    }
-    mix
-}
-
 pub struct HcMix;
 
 impl Kernel for HcMix {
@@ -81,7 +68,16 @@ impl Kernel for HcMix {
 
     fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
         let hc_dim = case.get("hc") * case.get("dim");
-        vec![mix_reference(inputs[0].buf.f32(), inputs[1].buf.f32(), hc_dim, EPS)]
+        let (x, hc_fn) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        let mut mix = Vec::new();
+        for row in x.chunks(hc_dim) {
+            let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / hc_dim as f64;
+            let r = 1.0 / (ms + EPS as f64).sqrt();
+            for w in hc_fn.chunks(hc_dim) {
+                mix.push(row.iter().zip(w).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * r);
+            }
+        }
+        vec![mix]
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {

@@ -2,13 +2,6 @@
 #define MAX_HC 16
 #define SLICE 256
 
-// Value d of the collapse of row xr's streams (hc of dim values): an FMA chain over the first `used` streams in order.
-__device__ __forceinline__ float tf_hc_pre_value(const float* xr, const float* p, int used, int dim, int d) {
-    float acc = 0.0f;
-    for (int s = 0; s < used; ++s) acc = fmaf(p[s], xr[(size_t)s * dim + d], acc);
-    return acc;
-}
-
 extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
     tf_grid_begin();
     __shared__ float p[MAX_HC];
@@ -23,7 +16,11 @@ extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, 
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
-        for (int d = lo + threadIdx.x; d < hi; d += blockDim.x) out[(size_t)r * dim + d] = tf_hc_pre_value(x + (size_t)r * hc * dim, p, used, dim, d);
+        for (int d = lo + threadIdx.x; d < hi; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int s = 0; s < used; ++s) acc = fmaf(p[s], x[((size_t)r * hc + s) * dim + d], acc);
+            out[(size_t)r * dim + d] = acc;
+        }
         __syncthreads();
     }
 }

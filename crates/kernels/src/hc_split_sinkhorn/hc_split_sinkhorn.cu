@@ -18,18 +18,14 @@ __device__ __forceinline__ float tf_sum_col4(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 4);
 }
 
-// pre and post of a row's logits m, from the lanes below hc of a warp.
-__device__ __forceinline__ void tf_split_gates(const float* m, const float* scale, const float* base, float* pre, float* post, int hc, float eps) {
-    int lane = threadIdx.x % 32;
+// hc <= 4: one warp a row, lane 4 i + j holding comb[i][j], so a Sinkhorn pass is four shuffles and no barrier; the same bits as the block path.
+__device__ __forceinline__ void tf_sinkhorn_small(const float* m, const float* scale, const float* base, float* pre, float* post, float* comb,
+                                                  int hc, int iters, float eps, float comb_scale) {
+    int lane = threadIdx.x % 32, i = lane / 4, j = lane % 4;
     if (lane < hc) {
         pre[lane] = tf_sigmoid(fmaf(m[lane], scale[0], base[lane])) + eps;
         post[lane] = 2.0f * tf_sigmoid(fmaf(m[hc + lane], scale[1], base[hc + lane]));
     }
-}
-
-// hc <= 4: comb of a row's logits m by one warp, lane 4 i + j holding comb[i][j], so a Sinkhorn pass is four shuffles and no barrier; the same bits as the block path.
-__device__ __forceinline__ void tf_sinkhorn_comb(const float* m, const float* base, float* comb, int hc, int iters, float eps, float comb_scale) {
-    int lane = threadIdx.x % 32, i = lane / 4, j = lane % 4;
     bool on = lane < 16 && i < hc && j < hc;
     float v = on ? fmaf(m[2 * hc + i * hc + j], comb_scale, base[2 * hc + i * hc + j]) : -__int_as_float(0x7f800000);
     float mx = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -46,13 +42,6 @@ __device__ __forceinline__ void tf_sinkhorn_comb(const float* m, const float* ba
         c = on ? c / denom : 0.0f;
     }
     if (on) comb[i * hc + j] = c;
-}
-
-// hc <= 4: one warp a row, the gates then the comb.
-__device__ __forceinline__ void tf_sinkhorn_small(const float* m, const float* scale, const float* base, float* pre, float* post, float* comb,
-                                                  int hc, int iters, float eps, float comb_scale) {
-    tf_split_gates(m, scale, base, pre, post, hc, eps);
-    tf_sinkhorn_comb(m, base, comb, hc, iters, eps, comb_scale);
 }
 
 extern "C" __global__ void hc_split_sinkhorn(const float* mix, const float* scale, const float* base, float* pre, float* post,

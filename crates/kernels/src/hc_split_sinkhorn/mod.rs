@@ -13,58 +13,6 @@ use crate::faults::Faults;
 /// The model's hc_eps.
 const EPS: f32 = 1e-6;
 
-/// `pre`, `post` and the Sinkhorn-projected `comb` of rows of mixing logits, in float64.
-pub(crate) fn split_reference(
-    mix: &[f64],
-    scale: &[f64],
-    base: &[f64],
-    hc: usize,
-    iters: usize,
-    eps: f32,
-) -> [Vec<f64>; 3] {
-    let width = (2 + hc) * hc;
-    let eps = eps as f64;
-    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
-    let (mut pre, mut post, mut comb) = (Vec::new(), Vec::new(), Vec::new());
-    for m in mix.chunks(width) {
-        pre.extend((0..hc).map(|j| sigmoid(m[j] * scale[0] + base[j]) + eps));
-        post.extend((0..hc).map(|j| 2.0 * sigmoid(m[hc + j] * scale[1] + base[hc + j])));
-        // c[i][j]: row i, column j, as mix[2hc + i*hc + j].
-        let mut c: Vec<Vec<f64>> = (0..hc)
-            .map(|i| {
-                (0..hc)
-                    .map(|j| m[2 * hc + i * hc + j] * scale[2] + base[2 * hc + i * hc + j])
-                    .collect()
-            })
-            .collect();
-        for row in c.iter_mut() {
-            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
-            for v in row.iter_mut() {
-                *v = (*v - max).exp() / sum + eps;
-            }
-        }
-        let cols = |c: &mut Vec<Vec<f64>>| {
-            for j in 0..hc {
-                let s: f64 = (0..hc).map(|i| c[i][j]).sum::<f64>() + eps;
-                for row in c.iter_mut() {
-                    row[j] /= s;
-                }
-            }
-        };
-        cols(&mut c);
-        for _ in 1..iters {
-            for row in c.iter_mut() {
-                let s: f64 = row.iter().sum::<f64>() + eps;
-                row.iter_mut().for_each(|v| *v /= s);
-            }
-            cols(&mut c);
-        }
-        comb.extend(c.into_iter().flatten());
-    }
-    [pre, post, comb]
-}
-
 pub struct HcSplitSinkhorn;
 
 impl Kernel for HcSplitSinkhorn {
@@ -128,9 +76,49 @@ impl Kernel for HcSplitSinkhorn {
 
     fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
         let (hc, iters) = (case.get("hc"), case.get("iters"));
+        let width = (2 + hc) * hc;
         let f64s = |a: &Arg| a.buf.f32().iter().map(|&v| v as f64).collect::<Vec<f64>>();
         let (mix, scale, base) = (f64s(&inputs[0]), f64s(&inputs[1]), f64s(&inputs[2]));
-        split_reference(&mix, &scale, &base, hc, iters, EPS).to_vec()
+        let eps = EPS as f64;
+        let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
+        let (mut pre, mut post, mut comb) = (Vec::new(), Vec::new(), Vec::new());
+        for m in mix.chunks(width) {
+            pre.extend((0..hc).map(|j| sigmoid(m[j] * scale[0] + base[j]) + eps));
+            post.extend((0..hc).map(|j| 2.0 * sigmoid(m[hc + j] * scale[1] + base[hc + j])));
+            // c[i][j]: row i, column j, as mix[2hc + i*hc + j].
+            let mut c: Vec<Vec<f64>> = (0..hc)
+                .map(|i| {
+                    (0..hc)
+                        .map(|j| m[2 * hc + i * hc + j] * scale[2] + base[2 * hc + i * hc + j])
+                        .collect()
+                })
+                .collect();
+            for row in c.iter_mut() {
+                let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+                for v in row.iter_mut() {
+                    *v = (*v - max).exp() / sum + eps;
+                }
+            }
+            let cols = |c: &mut Vec<Vec<f64>>| {
+                for j in 0..hc {
+                    let s: f64 = (0..hc).map(|i| c[i][j]).sum::<f64>() + eps;
+                    for row in c.iter_mut() {
+                        row[j] /= s;
+                    }
+                }
+            };
+            cols(&mut c);
+            for _ in 1..iters {
+                for row in c.iter_mut() {
+                    let s: f64 = row.iter().sum::<f64>() + eps;
+                    row.iter_mut().for_each(|v| *v /= s);
+                }
+                cols(&mut c);
+            }
+            comb.extend(c.into_iter().flatten());
+        }
+        vec![pre, post, comb]
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {

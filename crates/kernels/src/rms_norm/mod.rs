@@ -13,17 +13,6 @@ use crate::faults::Faults;
 /// The model's epsilon.
 const EPS: f32 = 1e-6;
 
-/// `rms_norm` of rows `x` of `dim` times `w`, in float64.
-pub(crate) fn norm_reference(x: &[f64], w: &[f32], dim: usize, eps: f32) -> Vec<f64> {
-    let mut y = Vec::with_capacity(x.len());
-    for row in x.chunks(dim) {
-        let ms = row.iter().map(|v| v * v).sum::<f64>() / dim as f64;
-        let r = 1.0 / (ms + eps as f64).sqrt();
-        y.extend(row.iter().zip(w).map(|(&v, &g)| v * r * g as f64));
-    }
-    y
-}
-
 pub struct RmsNorm;
 
 impl Kernel for RmsNorm {
@@ -68,8 +57,15 @@ impl Kernel for RmsNorm {
     }
 
     fn reference(&self, case: &Case, inputs: &[Arg]) -> Vec<Vec<f64>> {
-        let x: Vec<f64> = inputs[0].buf.f32().iter().map(|&v| v as f64).collect();
-        vec![norm_reference(&x, inputs[1].buf.f32(), case.get("dim"), EPS)]
+        let dim = case.get("dim");
+        let (x, w) = (inputs[0].buf.f32(), inputs[1].buf.f32());
+        let mut y = Vec::with_capacity(x.len());
+        for row in x.chunks(dim) {
+            let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / dim as f64;
+            let r = 1.0 / (ms + EPS as f64).sqrt();
+            y.extend(row.iter().zip(w).map(|(&v, &g)| v as f64 * r * g as f64));
+        }
+        vec![y]
     }
 
     fn launches(&self, backend: Backend) -> Vec<Launch> {

@@ -2,26 +2,18 @@
 #define LANES 256
 #define SLICE 256
 
-// A barrier over the block's first nt threads: the whole block's when nt is its size, else named barrier 1 (nt a multiple of 32).
-__device__ __forceinline__ void tf_bar(int nt) {
-    if (nt == blockDim.x) {
-        __syncthreads();
-    } else {
-        asm volatile("bar.sync 1, %0;" ::"r"(nt) : "memory");
-    }
-}
-
-// 1 / rms of row xr (sum of squares in LANES fixed lanes, then one warp), to each of the block's first nt threads (lanes and scale their shared scratch).
-__device__ __forceinline__ float tf_rms_inv(const float* xr, int dim, float eps, float* lanes, float* scale, int nt) {
+// Values lo..hi of row xr's norm into yr, by the whole block (lanes and scale its shared scratch); the caller's barrier follows.
+__device__ __forceinline__ void tf_rms_norm_slice(const float* xr, const float* weight, float* yr, int dim, float eps, int lo, int hi,
+                                                  float* lanes, float* scale) {
     int used = dim;
 #ifdef TF_FAULT_drop_last_element
     used = dim - 1;
 #endif
-    for (int l = threadIdx.x; l < LANES; l += nt) {
+    for (int l = threadIdx.x; l < LANES; l += blockDim.x) {
         lanes[l] = tf_strided_dot(xr, xr, used, l, LANES, 0.0f);
     }
 #ifndef TF_FAULT_race_no_sync
-    tf_bar(nt);
+    __syncthreads();
 #endif
     if (threadIdx.x < 32) {
         float v = 0.0f;
@@ -29,14 +21,8 @@ __device__ __forceinline__ float tf_rms_inv(const float* xr, int dim, float eps,
         v = tf_warp_sum(v);
         if (threadIdx.x == 0) *scale = 1.0f / sqrtf(v / (float)dim + eps);
     }
-    tf_bar(nt);
-    return *scale;
-}
-
-// Values lo..hi of row xr's norm into yr, by the whole block (lanes and scale its shared scratch); the caller's barrier follows.
-__device__ __forceinline__ void tf_rms_norm_slice(const float* xr, const float* weight, float* yr, int dim, float eps, int lo, int hi,
-                                                  float* lanes, float* scale) {
-    float s = tf_rms_inv(xr, dim, eps, lanes, scale, blockDim.x);
+    __syncthreads();
+    float s = *scale;
     for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) yr[i] = xr[i] * s * weight[i];
 }
 

@@ -15,9 +15,6 @@ pub(crate) struct Mapping {
 
 /// mHC in: the sub-block's normed input `[rows, D]` from the streams `x`, its mapping, and on the GPU its act_quant (`quant::rms_norm`).
 pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping, Option<Quant>) {
-    if let Some((yn, post, comb, quant)) = quant::hc_in(pass, hc, norm, x) {
-        return (yn, Mapping { post, comb }, Some(quant));
-    }
     let c = &pass.model.config;
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
     let dev = &pass.device;

@@ -3,14 +3,13 @@
 use cudarc::driver::CudaSlice;
 use tensorfold_kernels::cuda::{Out, Quantised};
 use tensorfold_kernels::fp8_gemm as f8;
-use tensorfold_kernels::hc_in as hi;
 use tensorfold_kernels::rms_norm_quant as rq;
 use tensorfold_kernels::swiglu_quant as sq;
 
 use super::act::Act;
 use super::device::{CudaDevice, ok, record};
 use super::{Pass, linear, ops};
-use crate::dsv4::weights::{Fp8, Hc};
+use crate::dsv4::weights::Fp8;
 
 /// Rows act_quant'ed on the GPU: f16 e4m3 grid values (row stride K rounded up to 8) and a scale per 128 values of a row.
 pub(crate) struct Quant {
@@ -76,57 +75,6 @@ pub(crate) fn rms_norm(pass: &Pass<'_>, x: &Act, weight: &[f32], out: &mut Act) 
     let r = rq::rms_norm_quant_cuda(k, x.input(), &*w, pass.eps(), out.output(), q, scales, ops::F);
     ok("rms_norm_quant", r);
     Some(quant)
-}
-
-/// mHC in as one launch (`hc_in`) where the pass's GPU GEMMs act_quant their inputs: `(yn, post, comb, yn's act_quant)`; `None` where the kernel does not apply.
-pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> Option<(Act, Act, Act, Quant)> {
-    let c = quantising(pass)?;
-    let (rows, n, d) = (pass.rows(), pass.model.config.hc_mult, norm.len());
-    if n > hi::MAX_HC || d > hi::MAX_DIM || rows > tensorfold_kernels::cuda::COUNTS {
-        return None;
-    }
-    let dev = &pass.device;
-    let fail = |e: String| panic!("uploading a weight to the GPU failed: {e}");
-    let [f, s, b, w] = [&hc.fn_, &hc.scale, &hc.base, norm].map(|v| c.resident.get(c.gpu, v).unwrap_or_else(fail));
-    let weights = hi::HcInWeights {
-        hc_fn: (&*f).into(),
-        scale: (&*s).into(),
-        base: (&*b).into(),
-        norm: (&*w).into(),
-    };
-    let (mut mix, mut pre, mut post, mut comb) = (
-        dev.alloc(rows * (2 + n) * n),
-        dev.alloc(rows * n),
-        dev.alloc(rows * n),
-        dev.alloc(rows * n * n),
-    );
-    let (mut y, mut yn, mut quant) = (dev.alloc(rows * d), dev.alloc(rows * d), alloc(c, rows, d));
-    let (q, scales) = quant.outputs(d);
-    let out = hi::HcInOut {
-        mix: mix.output(),
-        pre: pre.output(),
-        post: post.output(),
-        comb: comb.output(),
-        y: y.output(),
-        yn: yn.output(),
-        q,
-        scales,
-    };
-    let cfg = &pass.model.config;
-    let (iters, hc_eps) = (cfg.hc_sinkhorn_iters, cfg.hc_eps as f32);
-    let r = hi::hc_in_cuda(
-        record(&hi::cuda::KERNEL),
-        x.input(),
-        weights,
-        n,
-        iters,
-        pass.eps(),
-        hc_eps,
-        out,
-        ops::F,
-    );
-    ok("hc_in", r);
-    Some((yn, post, comb, quant))
 }
 
 /// `swiglu` of `gate` and `up` with a route weight a row into `out`; on a GPU pass whose GEMMs act_quant their inputs, `out`'s act_quant too, from the same launch.
