@@ -33,10 +33,13 @@ pub struct KernelsArgs {
     /// SIMD path of the kernels: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs).
     #[arg(long, value_parser = simd_path)]
     simd: Option<SimdPath>,
-    /// MiB the read-bandwidth yardstick sums, at the start, just before and just after each row's calls, and at the end.
+    /// MiB the read-bandwidth yardstick sums, at the start, before, among and after each row's calls, and at the end.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
     read_mib: u64,
 }
+
+/// Yardstick passes spread through a row's calls (one more before them and one after).
+const YARDSTICK_PASSES: f64 = 6.0;
 
 /// Distinct experts an MXFP4 benchmark cycles through.
 const MIN_EXPERTS: usize = 64;
@@ -53,7 +56,7 @@ struct Row {
     gflops: f64,
     /// Median GB/s of another copy of the weights summed on the same threads, between the calls.
     paired_gbs: f64,
-    /// Median GB/s of the read-bandwidth passes just before and just after the calls.
+    /// Median GB/s of the read-bandwidth passes before, among and after the calls.
     read_gbs: f64,
 }
 
@@ -102,11 +105,23 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 split_min: 0,
             };
             let copies = bench.copies;
-            let mut passes = yardstick.passes(2);
+            let mut passes = vec![yardstick.pass(2)];
             (bench.call)(0, &launch);
             let (mut times, mut reads) = (Vec::new(), Vec::new());
             let start = Instant::now();
-            while times.len() < 5 || start.elapsed().as_secs_f64() < args.seconds {
+            // Seconds spent in yardstick passes, which do not count against the row's calls.
+            let mut in_passes = 0.0;
+            loop {
+                let busy = start.elapsed().as_secs_f64() - in_passes;
+                if times.len() >= 5 && busy >= args.seconds {
+                    break;
+                }
+                // A yardstick pass every sixth of the row's time, so the calls and the read sample the same moments.
+                if busy >= (passes.len() as f64 - 0.5) * args.seconds / YARDSTICK_PASSES {
+                    let t = Instant::now();
+                    passes.push(yardstick.pass(2));
+                    in_passes += t.elapsed().as_secs_f64();
+                }
                 let i = times.len() % copies;
                 let t = Instant::now();
                 (bench.call)(i, &launch);
@@ -116,10 +131,10 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 std::hint::black_box((bench.read)((i + copies / 2) % copies, threads));
                 reads.push(t.elapsed().as_secs_f64());
             }
-            passes.extend(yardstick.passes(2));
+            passes.push(yardstick.pass(2));
             passes.sort_by(f64::total_cmp);
             // The same statistic as the calls' figure, so the machine's moment-to-moment noise favours neither.
-            let read_gbs = (passes[passes.len() / 2 - 1] + passes[passes.len() / 2]) / 2.0;
+            let read_gbs = (passes[(passes.len() - 1) / 2] + passes[passes.len() / 2]) / 2.0;
             times.sort_by(f64::total_cmp);
             reads.sort_by(f64::total_cmp);
             let (secs, best) = (times[times.len() / 2], times[0]);
@@ -160,7 +175,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         args.read_mib
     );
     println!(
-        "median call; `read` is the median GB/s of six read-bandwidth passes, three just before the row's calls and three just after; `of read` is median weight GB/s over it; `paired` is the median GB/s of another copy of the weights summed on as many threads between the calls, `of pair` the call's share of it; {huge} MiB of anonymous huge pages"
+        "median call; `read` is the median GB/s of read-bandwidth passes spread through the row's calls (one before, six among them, one after); `of read` is median weight GB/s over it; `paired` is the median GB/s of another copy of the weights summed on as many threads between the calls, `of pair` the call's share of it; {huge} MiB of anonymous huge pages"
     );
     println!(
         "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
@@ -397,33 +412,29 @@ impl ReadBuffer {
         ReadBuffer(place(bytes, huge))
     }
 
-    /// The best of `passes`.
+    /// The best of three passes.
     fn best(&self, threads: usize) -> f64 {
-        self.passes(threads).into_iter().fold(0.0, f64::max)
+        (0..3).map(|_| self.pass(threads)).fold(0.0, f64::max)
     }
 
-    /// GB/s of each of three passes of `threads` threads summing disjoint parts of the buffer.
-    fn passes(&self, threads: usize) -> Vec<f64> {
+    /// GB/s of `threads` threads summing disjoint parts of the buffer once.
+    fn pass(&self, threads: usize) -> f64 {
         // SAFETY: any eight bytes are a valid u64.
         let (_, buf, _) = unsafe { self.0.align_to::<u64>() };
         let words = buf.len();
-        let mut passes = Vec::new();
-        for _ in 0..3 {
-            let start = Instant::now();
-            let total: u64 = std::thread::scope(|s| {
-                let handles: Vec<_> = buf
-                    .chunks(words.div_ceil(threads))
-                    .map(|part| s.spawn(move || sum(part)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("read thread"))
-                    .fold(0, u64::wrapping_add)
-            });
-            std::hint::black_box(total);
-            passes.push((words * 8) as f64 / start.elapsed().as_secs_f64() / 1e9);
-        }
-        passes
+        let start = Instant::now();
+        let total: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = buf
+                .chunks(words.div_ceil(threads))
+                .map(|part| s.spawn(move || sum(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("read thread"))
+                .fold(0, u64::wrapping_add)
+        });
+        std::hint::black_box(total);
+        (words * 8) as f64 / start.elapsed().as_secs_f64() / 1e9
     }
 }
 
