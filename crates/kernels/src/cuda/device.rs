@@ -43,6 +43,8 @@ pub struct Gpu {
     pub(crate) marks: super::timeline::Marks,
     /// Page-locked host bytes that read-backs land in.
     pub(crate) landing: super::readback::Landing,
+    /// The stream and buffers of uploads that go ahead of the process stream.
+    pub(crate) ahead: super::ahead::Ahead,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
@@ -110,6 +112,7 @@ fn open() -> Result<Gpu, String> {
     // A stream of its own rather than the legacy default one, which cannot be captured into graphs.
     let stream = ctx.new_stream().map_err(driver_err("stream"))?;
     let side = ctx.new_stream().map_err(driver_err("stream"))?;
+    let ahead = super::ahead::Ahead::new(ctx.new_stream().map_err(driver_err("stream"))?);
     Ok(Gpu {
         ctx,
         stream,
@@ -124,6 +127,7 @@ fn open() -> Result<Gpu, String> {
         chain_captures: AtomicBool::new(true),
         marks: Default::default(),
         landing: Default::default(),
+        ahead,
     })
 }
 

@@ -1,5 +1,6 @@
 //! The CUDA backend: NVRTC-compiled kernels (cached on disk), device buffers and launches, through cudarc with dynamic loading.
 
+mod ahead;
 mod args;
 mod beside;
 mod compile;

@@ -279,6 +279,27 @@ impl Device {
         }
     }
 
+    /// Host values placed on this device by an upload ahead of the stream under `key` (`Gpu::upload_ahead`), else by `put`; `Some(key)` when the loan must end with `ahead_done`.
+    pub(crate) fn put_ahead(&self, key: u64, v: Vec<f32>) -> (Act, Option<u64>) {
+        let Some(c) = self.cuda() else {
+            return (Act::Host(v), None);
+        };
+        let n = v.len();
+        // SAFETY: the alias is only held as borrowed below (never freed), and the caller ends the loan after its last reader is queued.
+        let Ok(s) = (unsafe { c.gpu.upload_ahead(key, &v) }) else {
+            return (self.put(v), None);
+        };
+        // SAFETY: the key's buffer lives as long as the GPU, and nothing frees it through this handle.
+        (Act::Lent(unsafe { Borrowed::new(s) }, n), Some(key))
+    }
+
+    /// Ends an upload ahead's loan once the work reading it is queued.
+    pub(crate) fn ahead_done(&self, key: u64) {
+        if let Some(c) = self.cuda() {
+            cuda_ok("ending an upload's loan", c.gpu.ahead_done(key));
+        }
+    }
+
     /// Host values placed on this device.
     pub(crate) fn put_slice<T: Elem>(&self, v: &[T]) -> Act<T> {
         self.put(v.to_vec())

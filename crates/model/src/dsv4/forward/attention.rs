@@ -8,7 +8,7 @@ use super::block::Mapping;
 use super::compressor;
 use super::front::{Front, IndexFront};
 use super::pending::Pending;
-use super::table::Table;
+use super::table::{Table, Uploaded, Which};
 use super::{Pass, linear, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
@@ -110,7 +110,7 @@ fn indexer_scores(
         return None;
     }
     // The kernel reads one contiguous key table, so each round gathers the keys from the sequences' blocks.
-    let mut keys = Table::new(ihd);
+    let mut keys = Table::new(ihd, layer_idx, Which::IndexKeys);
     let mut key_range = vec![0i32; rows * 2];
     for (g, group) in pass.groups.iter().enumerate() {
         let start = keys.entries(pass, layer_idx, EntryKind::Index, cache, g) as i32;
@@ -136,19 +136,19 @@ struct Picks {
 }
 
 /// The KV table (window then compressed entries of every sequence), each row's entry list (-1 padded) and its width, and where top-k picks go when `indexed`.
-fn gather(
-    pass: &Pass<'_>,
+fn gather<'p>(
+    pass: &'p Pass<'_>,
     layer_idx: usize,
     kv: &Act,
     indexed: bool,
     cache: &mut Dsv4Cache,
-) -> (Act, Vec<i32>, usize, Option<Picks>) {
+) -> (Uploaded<'p>, Vec<i32>, usize, Option<Picks>) {
     let c = &pass.model.config;
     let (rows, hd, window) = (pass.rows(), c.head_dim, c.sliding_window);
     let ratio = c.compress_ratio(layer_idx);
     let indexed = indexed && ratio == 4;
     // The kernel reads one contiguous KV table, so each round gathers the entries from the sequences' blocks.
-    let mut table = Table::new(hd);
+    let mut table = Table::new(hd, layer_idx, Which::Kv);
     let mut lists: Vec<Vec<i32>> = vec![Vec::new(); rows];
     let mut offsets = vec![0i32; rows];
     let (layout, section) = (&pass.model.layout, pass.model.layout.window(layer_idx));

@@ -4,7 +4,7 @@ use tensorfold_kernels::compress::CompressShape;
 
 use super::front::CompRows;
 use super::pending::{Fresh, Pending, state};
-use super::table::Table;
+use super::table::{Table, Which};
 use super::{Pass, ops};
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
@@ -51,7 +51,11 @@ pub(crate) fn step(
     }
     let fresh = (!positions.is_empty()).then(|| {
         let num_new = positions.len();
-        let (mut table_kv, mut table_gate) = (Table::new(width), Table::new(width));
+        let (wk, wg) = match kind {
+            EntryKind::Kv => (Which::CompressorKv, Which::CompressorGate),
+            EntryKind::Index => (Which::IndexCompressorKv, Which::IndexCompressorGate),
+        };
+        let (mut table_kv, mut table_gate) = (Table::new(width, layer_idx, wk), Table::new(width, layer_idx, wg));
         for (g, group) in pass.groups.iter().enumerate() {
             let st = state(cache, pass, g, layer_idx, kind);
             table_kv.host_rows(&st.kv);

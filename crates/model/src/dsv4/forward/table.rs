@@ -2,14 +2,31 @@
 
 use super::Pass;
 use super::act::Act;
+use super::device::Device;
 use super::pending::state;
 use crate::dsv4::blocks::EntryKind;
 use crate::dsv4::cache::Dsv4Cache;
+
+/// Which table of a layer: its upload-ahead key is `layer * TABLES + which`.
+#[derive(Clone, Copy)]
+pub(crate) enum Which {
+    Kv = 0,
+    IndexKeys,
+    CompressorKv,
+    CompressorGate,
+    IndexCompressorKv,
+    IndexCompressorGate,
+}
+
+/// Tables a layer may upload ahead.
+const TABLES: u64 = 6;
 
 /// Rows of `width` floats: host values, and which rows come from the pass's rows or its fresh entries.
 pub(crate) struct Table {
     host: Vec<f32>,
     width: usize,
+    /// The upload-ahead key of the host rows.
+    key: u64,
     /// (table row, row of the pass's activations).
     rows: (Vec<usize>, Vec<usize>),
     /// (table row, row of the layer's fresh entries), and whose entries those are.
@@ -18,10 +35,11 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub fn new(width: usize) -> Table {
+    pub fn new(width: usize, layer: usize, which: Which) -> Table {
         Table {
             host: Vec::new(),
             width,
+            key: layer as u64 * TABLES + which as u64,
             rows: (Vec::new(), Vec::new()),
             fresh: (Vec::new(), Vec::new()),
             fresh_of: None,
@@ -73,10 +91,10 @@ impl Table {
         first
     }
 
-    /// The table on the pass's device, its pass rows read from `rows`.
-    pub fn finish(self, pass: &Pass<'_>, rows: Option<&Act>) -> Act {
+    /// The table on the pass's device (its host rows uploaded ahead of the stream where they can be), its pass rows read from `rows`.
+    pub fn finish<'p>(self, pass: &'p Pass<'_>, rows: Option<&Act>) -> Uploaded<'p> {
         let dev = &pass.device;
-        let mut t = dev.put(self.host);
+        let (mut t, loan) = dev.put_ahead(self.key, self.host);
         if let Some(src) = rows.filter(|_| !self.rows.0.is_empty()) {
             t.copy_rows(dev, &self.rows.0, src, &self.rows.1, self.width);
         }
@@ -86,6 +104,29 @@ impl Table {
                 t.copy_rows(dev, &self.fresh.0, &f.entries, &self.fresh.1, self.width);
             });
         }
-        t
+        Uploaded { act: t, loan, dev }
+    }
+}
+
+/// A finished table; dropping it ends its upload's loan, so it must outlive the queuing of every kernel that reads it.
+pub(crate) struct Uploaded<'p> {
+    act: Act,
+    loan: Option<u64>,
+    dev: &'p Device,
+}
+
+impl std::ops::Deref for Uploaded<'_> {
+    type Target = Act;
+
+    fn deref(&self) -> &Act {
+        &self.act
+    }
+}
+
+impl Drop for Uploaded<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.loan {
+            self.dev.ahead_done(key);
+        }
     }
 }
