@@ -1,8 +1,8 @@
 //! Device values read back to the host through one page-locked buffer, so the copies run at DMA speed and a read-back waits for the stream once.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use cudarc::driver::{CudaView, DevicePtr, DeviceRepr, PinnedHostSlice, result};
+use cudarc::driver::{CudaView, DevicePtr, DeviceRepr, PinnedHostSlice, sys};
 
 use super::device::Gpu;
 
@@ -29,15 +29,26 @@ impl Gpu {
             .as_mut_ptr()
             .map_err(err("read-back buffer"))?;
         self.ctx.bind_to_thread().map_err(err("binding the context"))?;
+        let (mut dsts, mut ptrs, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
         let mut at = 0;
         for s in srcs.iter().filter(|s| !s.is_empty()) {
             let (ptr, _record) = s.device_ptr(&self.stream);
             // SAFETY: `base + at` starts `s.len()` values inside the buffer sized above, aligned for T (page-aligned base, offsets whole values).
-            let dst = unsafe { std::slice::from_raw_parts_mut(base.add(at).cast::<T>(), s.len()) };
-            // SAFETY: `dst` stays alive and untouched until the stream is synchronised below.
-            unsafe { result::memcpy_dtoh_async(dst, ptr, self.stream.cu_stream()) }.map_err(err("copying back"))?;
+            dsts.push(unsafe { base.add(at) } as sys::CUdeviceptr);
+            ptrs.push(ptr);
+            sizes.push(s.len() * size);
             at += s.len() * size;
         }
+        // SAFETY: each destination is `sizes[i]` bytes of the page-locked buffer, untouched until the stream is synchronised below, and each source as many bytes of a live device buffer.
+        if !(dsts.len() > 1 && unsafe { self.copy_batch(&mut dsts, &mut ptrs, &mut sizes) }) {
+            for ((&dst, &ptr), &n) in dsts.iter().zip(&ptrs).zip(&sizes) {
+                // SAFETY: as above.
+                unsafe { sys::cuMemcpyDtoHAsync_v2(dst as *mut std::ffi::c_void, ptr, n, self.stream.cu_stream()) }
+                    .result()
+                    .map_err(err("copying back"))?;
+            }
+        }
+        self.mark(|| format!("{} read-back copies", srcs.len()));
         self.stream.synchronize().map_err(err("waiting for a read-back"))?;
         let mut at = 0;
         let out = srcs
@@ -50,5 +61,56 @@ impl Gpu {
             })
             .collect();
         Ok(out)
+    }
+
+    /// Queues device-to-host copies as one batch where the driver has batches (CUDA 13); false, queuing nothing, where it has not.
+    ///
+    /// # Safety
+    /// Each `dsts[i]` must be `sizes[i]` writable page-locked bytes and each `srcs[i]` as many readable device bytes, both live until the stream reaches the copies.
+    unsafe fn copy_batch(
+        &self,
+        dsts: &mut [sys::CUdeviceptr],
+        srcs: &mut [sys::CUdeviceptr],
+        sizes: &mut [usize],
+    ) -> bool {
+        static BATCHES: OnceLock<bool> = OnceLock::new();
+        let batches = *BATCHES.get_or_init(|| {
+            let mut v = 0;
+            // SAFETY: `v` receives the driver's version.
+            let ok = unsafe { sys::cuDriverGetVersion(&mut v) }.result().is_ok();
+            ok && v >= 13000
+        });
+        if !batches {
+            return false;
+        }
+        let device = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.ordinal as i32,
+        };
+        let host = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        };
+        let mut attrs = [sys::CUmemcpyAttributes {
+            srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+            srcLocHint: device,
+            dstLocHint: host,
+            flags: 0,
+        }];
+        let mut first = [0usize];
+        // SAFETY: the three arrays hold `dsts.len()` copies, attribute 0 covers them all, and the caller vouches for the bytes.
+        let r = unsafe {
+            sys::cuMemcpyBatchAsync_v2(
+                dsts.as_mut_ptr(),
+                srcs.as_mut_ptr(),
+                sizes.as_mut_ptr(),
+                dsts.len(),
+                attrs.as_mut_ptr(),
+                first.as_mut_ptr(),
+                1,
+                self.stream.cu_stream(),
+            )
+        };
+        r.result().is_ok()
     }
 }
