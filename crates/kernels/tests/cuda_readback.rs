@@ -59,7 +59,13 @@ fn read_backs_wait_for_queued_writes_and_marks_time_them() {
     let labels: Vec<&str> = marks.iter().map(|m| m.label.as_str()).collect();
     assert_eq!(
         labels,
-        ["before", "readback_probe_slow", "readback_probe_slow", "3 read-back copies", "after"]
+        [
+            "before",
+            "readback_probe_slow",
+            "readback_probe_slow",
+            "3 read-back copies",
+            "after"
+        ]
     );
     assert!(
         marks
