@@ -91,10 +91,13 @@ impl Table {
         first
     }
 
-    /// The table on the pass's device (its host rows uploaded ahead of the stream where they can be), its pass rows read from `rows`.
+    /// The table on the pass's device, its pass rows read from `rows`; uploaded ahead of the stream where most of it is held rows, not the zeros the pass's rows overwrite.
     pub fn finish<'p>(self, pass: &'p Pass<'_>, rows: Option<&Act>) -> Uploaded<'p> {
         let dev = &pass.device;
-        let (mut t, loan) = dev.put_ahead(self.key, self.host);
+        let (mut t, loan) = match 2 * (self.rows.0.len() + self.fresh.0.len()) <= self.len() {
+            true => dev.put_ahead(self.key, self.host),
+            false => (dev.put(self.host), None),
+        };
         if let Some(src) = rows.filter(|_| !self.rows.0.is_empty()) {
             t.copy_rows(dev, &self.rows.0, src, &self.rows.1, self.width);
         }
