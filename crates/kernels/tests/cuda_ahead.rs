@@ -9,6 +9,7 @@ static PROBE: CudaKernel = CudaKernel {
     source: r#"
 extern "C" __global__ void ahead_probe_watch(const volatile float* buf, float marker, float* seen, long long spin) {
     tf_grid_begin();
+    if (threadIdx.x != 0) return;
     long long t0 = clock64();
     float s = 0.0f;
     while (clock64() - t0 < spin) {
@@ -21,6 +22,7 @@ extern "C" __global__ void ahead_probe_watch(const volatile float* buf, float ma
 }
 extern "C" __global__ void ahead_probe_copy(const volatile float* buf, float* out, int n, long long spin) {
     tf_grid_begin();
+    if (threadIdx.x != 0) return;
     long long t0 = clock64();
     while (clock64() - t0 < spin) {}
     for (int i = 0; i < n; ++i) out[i] = buf[i];
@@ -29,12 +31,6 @@ extern "C" __global__ void ahead_probe_copy(const volatile float* buf, float* ou
     entries: &["ahead_probe_watch", "ahead_probe_copy"],
     controls: &[],
     records: &[],
-};
-
-const ONE: LaunchConfig = LaunchConfig {
-    grid_dim: (1, 1, 1),
-    block_dim: (1, 1, 1),
-    shared_mem_bytes: 0,
 };
 
 /// About a tenth of a second of an SM's clock.
@@ -75,7 +71,7 @@ fn an_upload_ahead_lands_while_the_process_stream_is_busy() {
     let mut b = gpu.launch_builder(&watch);
     b.arg(&ptr).arg(&marker).arg(&seen).arg(&SPIN);
     // SAFETY: the arguments match ahead_probe_watch's signature; `ptr` heads the key's buffer of at least one float and `seen` holds one.
-    unsafe { b.launch(ONE) }.unwrap();
+    unsafe { b.launch(LaunchConfig::for_num_elems(1)) }.unwrap();
     // The buffer does not grow, so the watcher reads where this upload writes.
     let (again, values) = upload(gpu, 1, &[marker, 0.5]);
     assert_eq!(again, ptr);
@@ -98,7 +94,7 @@ fn the_next_upload_of_a_key_waits_for_the_last_ones_readers() {
     let mut b = gpu.launch_builder(&copy);
     b.arg(&ptr).arg(&out).arg(&n).arg(&SPIN);
     // SAFETY: the arguments match ahead_probe_copy's signature; `ptr` heads four floats of the key's buffer and `out` holds four.
-    unsafe { b.launch(ONE) }.unwrap();
+    unsafe { b.launch(LaunchConfig::for_num_elems(1)) }.unwrap();
     gpu.ahead_done(2).unwrap();
     let (again, values) = upload(gpu, 2, &[9.0, 9.0, 9.0, 9.0]);
     assert_eq!(again, ptr);
