@@ -56,9 +56,15 @@ fn upload(gpu: &Gpu, key: u64, v: &[f32]) -> (u64, Vec<f32>) {
     (ptr, seen)
 }
 
+/// One test, so no other test's kernels share the process stream or its waits the upload stream.
 #[test]
-fn an_upload_ahead_lands_while_the_process_stream_is_busy() {
+fn uploads_ahead_land_early_and_wait_for_their_readers() {
     let Some(gpu) = gpu_or_skip() else { return };
+    an_upload_ahead_lands_while_the_process_stream_is_busy(gpu);
+    the_next_upload_of_a_key_waits_for_the_last_ones_readers(gpu);
+}
+
+fn an_upload_ahead_lands_while_the_process_stream_is_busy(gpu: &Gpu) {
     let (ptr, first) = upload(gpu, 1, &[1.0, 2.0, 3.0]);
     assert_eq!(first, [1.0, 2.0, 3.0]);
     // SAFETY: the alias of an upload ahead is never freed through this handle: it is leaked below.
@@ -84,9 +90,7 @@ fn an_upload_ahead_lands_while_the_process_stream_is_busy() {
     gpu.ahead_done(1).unwrap();
 }
 
-#[test]
-fn the_next_upload_of_a_key_waits_for_the_last_ones_readers() {
-    let Some(gpu) = gpu_or_skip() else { return };
+fn the_next_upload_of_a_key_waits_for_the_last_ones_readers(gpu: &Gpu) {
     let (ptr, _) = upload(gpu, 2, &[1.0, 2.0, 3.0, 4.0]);
     let copy = gpu.function(&PROBE, "ahead_probe_copy", Faults::NONE).unwrap();
     let out: CudaSlice<f32> = gpu.zeros(4).unwrap();
