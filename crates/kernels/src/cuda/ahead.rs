@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
-use super::device::Gpu;
+use super::device::{Gpu, driver_err as err};
 
 /// One key's device buffer: grown to the largest upload, lent until the process stream has queued its last reader.
 struct Slot {
@@ -29,10 +29,6 @@ impl Ahead {
             slots: Mutex::new(HashMap::new()),
         }
     }
-}
-
-fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> String {
-    move |e| format!("CUDA {what}: {e:?}")
 }
 
 const NO_TIMING: Option<CUevent_flags> = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 
-use super::device::Gpu;
+use super::device::{Gpu, driver_err as err};
 
 /// A branch's queued work: the process stream waits for it at `join` (or when dropped).
 pub struct Branch<'a> {
@@ -26,10 +26,6 @@ impl Drop for Back {
     fn drop(&mut self) {
         ON_SIDE.set(false);
     }
-}
-
-fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> String {
-    move |e| format!("CUDA {what}: {e:?}")
 }
 
 impl Gpu {

@@ -47,7 +47,7 @@ pub struct Gpu {
     pub(crate) ahead: super::ahead::Ahead,
 }
 
-fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
+pub(crate) fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> String + '_ {
     move |e| format!("CUDA {what}: {e:?}")
 }
 
