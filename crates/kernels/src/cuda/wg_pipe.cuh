@@ -6,17 +6,25 @@
 #define WG_SUB 4
 #endif
 static_assert(WG_RING >= 3, "a stage converts the next stage's raw codes, copied at least a stage before");
+static_assert(WG_SUB == 4, "a raw stage row is 8 (FP8) or 4 (FP4) swizzled 16-byte chunks");
 
-// The deep ring's shared memory: activation stages, raw weight stages (32 bytes a column a sub-stage), two converted f16 weight stages and their column scales; every sub-stage buffer in tf_pipe_a's layout.
+// The deep ring's shared memory: activation stages, raw weight stages (tf_wg_raw's layout), two converted f16 weight stages and their column scales; every f16 sub-stage buffer in tf_pipe_a's layout.
 struct TfWgSmem {
     u16 as[WG_RING][WG_SUB][PIPE_BM * MMA_BK];
     u16 bs[2][WG_SUB][MMA_BN * MMA_BK];
-    u8 raw[WG_RING][WG_SUB][MMA_BN * 32];
+    u8 raw[WG_RING][WG_SUB * MMA_BN * 32];
     float ss[2][WG_SUB][MMA_BN];
 };
 
 // Bytes of dynamic shared memory the sm_90a prompt entries need (the deep ring or, for unaligned weights, tf_mma_pipe_bm's buffers).
 #define TF_PIPE_DYN_BYTES (sizeof(TfWgSmem) > sizeof(TfPipeSmem) ? sizeof(TfWgSmem) : sizeof(TfPipeSmem))
+
+// Byte offset in a raw stage of column r's 16-byte chunk c (FP8: 8 a column, c = 2 x sub-stage + half; FP4: 4, c = sub-stage): swizzled so one column's chunks and four columns' chunks at one c each fill distinct banks.
+template <int FMT>
+__device__ __forceinline__ u32 tf_wg_raw(int r, int c) {
+    if constexpr (FMT == MMA_FP8) return r * 128 + ((c ^ 2 * (r & 3)) << 4);
+    return r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+}
 
 #ifdef TF_WGMMA
 // A 16-byte copy from global src to shared dst.
@@ -29,12 +37,12 @@ __device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int by
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
-// tf_mma_pipe_bm's WG tiles, the same chains (32-wide sub-stages u ascending) with WG_SUB sub-stages a barrier and every copy WG_RING - 1 stages ahead; each thread converts the raw chunks it copied a stage before their use.
+// tf_mma_pipe_bm's WG tiles, the same chains (32-wide sub-stages u ascending) with WG_SUB sub-stages a barrier and every copy WG_RING - 1 stages ahead, queued behind the stage's MMAs; raw codes are converted a stage before their use, after the barrier that lands them.
 template <int FMT, int BM>
 __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     constexpr int AP = BM / 64, NACC = BM / 2, H = WG_SUB;
-    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_SUB = MMA_BN * 32;
+    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
     int wg_row = BM == 128 ? 64 * wm : 0, wg_col = BM == 128 ? 0 : 64 * wm;
@@ -52,9 +60,14 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
     u32 a_dst[AP];
 #pragma unroll
     for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
-    // This thread's raw chunk of a sub-stage: FP8 16 codes at bn * 32 + bc, FP4 8 bytes at bn * 16 + bc / 2.
-    u32 raw_off = FMT == MMA_FP8 ? bn * 32 + bc : bn * 16 + bc / 2;
-    u32 raw_dst = tf_smem_addr(&sm.raw[0][0][0]) + raw_off;
+    // This thread's raw chunk of sub-stage j, the one it converts: FP8 column bn's 16 codes from bc, FP4 its 8 bytes from bc / 2.
+    auto raw_off = [&](int j) { return FMT == MMA_FP8 ? tf_wg_raw<FMT>(bn, 2 * j + bc / 16) : tf_wg_raw<FMT>(bn, j) + bc / 2; };
+    constexpr u32 RAW_STAGE = WG_SUB * MMA_BN * 32;
+    u32 raw0 = tf_smem_addr(&sm.raw[0][0]);
+    // Whole-tile copies: FP8 column (tid / 8) + 32 i, chunk tid % 8 (a 128-byte line a column); FP4 column (tid / 4) + 64 i, chunk (sub-stage) tid % 4.
+    constexpr int RAW_COPIES = FMT == MMA_FP8 ? 4 : 2, RAW_ROWS = FMT == MMA_FP8 ? 32 : 64, RAW_ROW = FMT == MMA_FP8 ? 128 : 64;
+    int rc = FMT == MMA_FP8 ? tid % 8 : tid % 4, rr = FMT == MMA_FP8 ? tid / 8 : tid / 4;
+    u32 raw_whole = raw0 + tf_wg_raw<FMT>(rr, rc);
     // FP8: descriptors of this warpgroup's rows of activation sub-stage 0 and columns of weight sub-stage 0 (every other sub-stage an offset on).
     constexpr u32 B_SUB = MMA_BN * MMA_BK * 2;
     u64 da0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]) + 64 * wg_row), db0 = tf_wg_desc(tf_smem_addr(&sm.bs[0][0][0]) + 64 * wg_col);
@@ -80,6 +93,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         }
         int gn = n0 + bn;
         const u8* b_src = FMT == MMA_FP8 ? w + (size_t)min(gn, n - 1) * k + bc : w + (size_t)min(gn, n - 1) * (k / 2) + bc / 2;
+        const u8* bw_src = FMT == MMA_FP8 ? w + (size_t)(n0 + rr) * k + (rc % 2) * 16 : w + (size_t)(n0 + rr) * (k / 2);
         int b_lim = gn < n ? kend - bc : 0;
         int sn = min(n0 + tid, n - 1);
         const u8* s_src = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + sn) / 128) * nblk : w_scale + (size_t)sn * (k / 32);
@@ -97,11 +111,12 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     u32 sub = (u32)((s % WG_RING) * H + j);
 #pragma unroll
                     for (int i = 0; i < AP; ++i) tf_cp_async16(a_dst[i] + sub * A_SUB, a_src[i] + k0);
-                    if constexpr (FMT == MMA_FP8)
-                        tf_cp_async16(raw_dst + sub * RAW_SUB, b_src + k0);
-                    else
-                        tf_cp_async8_at(raw_dst + sub * RAW_SUB, b_src + k0 / 2, 8);
                 }
+                int rk = FMT == MMA_FP8 ? order(s * H + rc / 2) * MMA_BK : order(s * H + rc) * (MMA_BK / 2);
+                size_t row_bytes = FMT == MMA_FP8 ? k : k / 2;
+#pragma unroll
+                for (int i = 0; i < RAW_COPIES; ++i)
+                    tf_cp_async16(raw_whole + (s % WG_RING) * RAW_STAGE + i * RAW_ROWS * RAW_ROW, bw_src + i * RAW_ROWS * row_bytes + rk);
                 tf_cp_commit();
                 return;
             }
@@ -121,11 +136,12 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                         tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
                     }
                 }
+                u32 raw_dst = raw0 + (s % WG_RING) * RAW_STAGE + raw_off(j);
                 if constexpr (FMT == MMA_FP8) {
                     int bytes = min(max(b_lim - k0, 0), 16);
-                    tf_cp_async16_at(raw_dst + sub * RAW_SUB, bytes > 0 ? b_src + k0 : w, bytes);
+                    tf_cp_async16_at(raw_dst, bytes > 0 ? b_src + k0 : w, bytes);
                 } else {
-                    tf_cp_async8_at(raw_dst + sub * RAW_SUB, gn < n ? b_src + k0 / 2 : w, gn < n ? 8 : 0);
+                    tf_cp_async8_at(raw_dst, gn < n ? b_src + k0 / 2 : w, gn < n ? 8 : 0);
                 }
             }
             tf_cp_commit();
@@ -147,13 +163,22 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         bool folded = false;
         // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scode, then refilled for stage s + 1).
         auto convert = [&](int s, int buf) {
+            const u8* raw = &sm.raw[s % WG_RING][0];
+            // Every chunk's load first, so the conversions wait on one shared-memory round trip.
+            uint4 v8[FMT == MMA_FP8 ? H : 1];
+            uint2 v4[FMT == MMA_FP4 ? H : 1];
 #pragma unroll
             for (int j = 0; j < H; ++j) {
-                const u8* r = &sm.raw[s % WG_RING][j][raw_off];
+                if constexpr (FMT == MMA_FP8)
+                    v8[j] = *(const uint4*)(raw + raw_off(j));
+                else
+                    v4[j] = *(const uint2*)(raw + raw_off(j));
+            }
+#pragma unroll
+            for (int j = 0; j < H; ++j) {
                 u32 h[8];
                 if constexpr (FMT == MMA_FP8) {
-                    uint4 v = *(const uint4*)r;
-                    u32 wd[4] = {v.x, v.y, v.z, v.w};
+                    u32 wd[4] = {v8[j].x, v8[j].y, v8[j].z, v8[j].w};
 #pragma unroll
                     for (int e = 0; e < 4; ++e) tf_rows_e4m3x4(wd[e], h + 2 * e);
                     if (tid < MMA_BN) sm.ss[buf][j][tid] = scode[j] >= 0 ? tf_e8m0_to_f32((u8)scode[j]) : 0.0f;
@@ -162,9 +187,8 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     int c = scode[j];
                     bool fold = c >= 104 && c <= 128;
                     u32 mul = fold ? (u32)(c - 98) << 10 : 0x7400u;
-                    uint2 v = *(const uint2*)r;
-                    tf_e2m1x8_to_f16x2_by(v.x, swap, mul * 0x10001u, h);
-                    tf_e2m1x8_to_f16x2_by(v.y, swap, mul * 0x10001u, h + 4);
+                    tf_e2m1x8_to_f16x2_by(v4[j].x, swap, mul * 0x10001u, h);
+                    tf_e2m1x8_to_f16x2_by(v4[j].y, swap, mul * 0x10001u, h + 4);
                     if (bc == 0) sm.ss[buf][j][bn] = fold ? 1.0f : c >= 0 ? tf_e8m0_to_f32((u8)c) : 0.0f;
                     folded = (j == 0 || folded) && (fold || c < 0);
                 }
@@ -221,6 +245,8 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
 #pragma unroll
         for (int i = 0; i < WG_RING - 1; ++i) issue(i);
         tf_cp_wait<WG_RING - 2>();
+        // Threads convert raw chunks that others copied.
+        __syncthreads();
         load_scales(0);
         convert(0, 0);
         for (int s = 0; s < stages; ++s) {
@@ -235,20 +261,23 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             else
                 fast = __syncthreads_and(folded);
 #endif
-            issue(s + WG_RING - 1);
             if constexpr (FMT == MMA_FP8) {
                 // A stage's sub-stages chain into part as one group, back to back (no branch between them, so no fence is injected); a 128-block closes after its fourth.
-                if (s * H % 4 == 0) load_sa(s * H);
+                // Each path commits its own group, so no commit waits at the join behind the MMAs.
                 tf_wg_arrive();
                 if ((s + 1) * H <= subs) {
 #pragma unroll
                     for (int j = 0; j < H; ++j) mmas(s, j, (s * H + j) % 4 == 0);
+                    tf_wg_commit();
                 } else {
 #pragma unroll
                     for (int j = 0; j < H; ++j)
                         if (s * H + j < subs) mmas(s, j, (s * H + j) % 4 == 0);
+                    tf_wg_commit();
                 }
-                tf_wg_commit();
+                // The copies and scale loads queue behind the MMAs, not in front of them.
+                issue(s + WG_RING - 1);
+                if (s * H % 4 == 0) load_sa(s * H);
                 if (s + 1 < stages) convert(s + 1, (s + 1) % 2);
                 tf_wg_wait0();
 #pragma unroll
@@ -266,6 +295,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                         tf_wg_arrive();
                         mmas(s, j, true);
                         tf_wg_commit();
+                        if (j == 0) issue(s + WG_RING - 1);
                         if (j == 0 && s + 1 < stages) convert(s + 1, (s + 1) % 2);
                         tf_wg_wait0();
                         if (fast) {
