@@ -164,34 +164,46 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scode, then refilled for stage s + 1).
         auto convert = [&](int s, int buf) {
             const u8* raw = &sm.raw[s % WG_RING][0];
-            // Every chunk's load first, so the conversions wait on one shared-memory round trip.
-            uint4 v8[FMT == MMA_FP8 ? H : 1];
-            uint2 v4[FMT == MMA_FP4 ? H : 1];
+            if constexpr (FMT == MMA_FP8) {
+                // Warpgroup 0 converts the whole stage, column tid, while warpgroup 1's MMAs run.
+                if (tid >= MMA_BN) return;
+                uint4 v8[4];
 #pragma unroll
-            for (int j = 0; j < H; ++j) {
-                if constexpr (FMT == MMA_FP8)
-                    v8[j] = *(const uint4*)(raw + raw_off(j));
-                else
-                    v4[j] = *(const uint2*)(raw + raw_off(j));
+                for (int j = 0; j < H; ++j) {
+                    // Two sub-stages' loads at a time.
+                    if (j % 2 == 0) {
+#pragma unroll
+                        for (int c = 0; c < 4; ++c) v8[c] = *(const uint4*)(raw + tf_wg_raw<FMT>(tid, 2 * j + c));
+                    }
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        uint4 v = v8[2 * (j % 2) + half];
+                        u32 wd[4] = {v.x, v.y, v.z, v.w}, h[8];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) tf_rows_e4m3x4(wd[e], h + 2 * e);
+                        *(uint4*)&sm.bs[buf][j][tf_pipe_a(tid, 2 * half)] = make_uint4(h[0], h[1], h[2], h[3]);
+                        *(uint4*)&sm.bs[buf][j][tf_pipe_a(tid, 2 * half + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
+                    }
+                    sm.ss[buf][j][tid] = scode[j] >= 0 ? tf_e8m0_to_f32((u8)scode[j]) : 0.0f;
+                }
+                load_scales(s + 1);
+                return;
             }
+            // Every chunk's load first, so the conversions wait on one shared-memory round trip.
+            uint2 v4[H];
+#pragma unroll
+            for (int j = 0; j < H; ++j) v4[j] = *(const uint2*)(raw + raw_off(j));
 #pragma unroll
             for (int j = 0; j < H; ++j) {
                 u32 h[8];
-                if constexpr (FMT == MMA_FP8) {
-                    u32 wd[4] = {v8[j].x, v8[j].y, v8[j].z, v8[j].w};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) tf_rows_e4m3x4(wd[e], h + 2 * e);
-                    if (tid < MMA_BN) sm.ss[buf][j][tid] = scode[j] >= 0 ? tf_e8m0_to_f32((u8)scode[j]) : 0.0f;
-                } else {
-                    // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
-                    int c = scode[j];
-                    bool fold = c >= 104 && c <= 128;
-                    u32 mul = fold ? (u32)(c - 98) << 10 : 0x7400u;
-                    tf_e2m1x8_to_f16x2_by(v4[j].x, swap, mul * 0x10001u, h);
-                    tf_e2m1x8_to_f16x2_by(v4[j].y, swap, mul * 0x10001u, h + 4);
-                    if (bc == 0) sm.ss[buf][j][bn] = fold ? 1.0f : c >= 0 ? tf_e8m0_to_f32((u8)c) : 0.0f;
-                    folded = (j == 0 || folded) && (fold || c < 0);
-                }
+                // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
+                int c = scode[j];
+                bool fold = c >= 104 && c <= 128;
+                u32 mul = fold ? (u32)(c - 98) << 10 : 0x7400u;
+                tf_e2m1x8_to_f16x2_by(v4[j].x, swap, mul * 0x10001u, h);
+                tf_e2m1x8_to_f16x2_by(v4[j].y, swap, mul * 0x10001u, h + 4);
+                if (bc == 0) sm.ss[buf][j][bn] = fold ? 1.0f : c >= 0 ? tf_e8m0_to_f32((u8)c) : 0.0f;
+                folded = (j == 0 || folded) && (fold || c < 0);
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8 + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
             }
@@ -263,6 +275,11 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
 #endif
             if constexpr (FMT == MMA_FP8) {
                 // A stage's sub-stages chain into part as one group, back to back (no branch between them, so no fence is injected); a 128-block closes after its fourth.
+                // Warpgroup 1 queues its copies first, so warpgroup 0's MMAs go first and it converts while warpgroup 1's run.
+                if (wm == 1) {
+                    issue(s + WG_RING - 1);
+                    if (s * H % 4 == 0) load_sa(s * H);
+                }
                 // Each path commits its own group, so no commit waits at the join behind the MMAs.
                 tf_wg_arrive();
                 if ((s + 1) * H <= subs) {
@@ -275,9 +292,11 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                         if (s * H + j < subs) mmas(s, j, (s * H + j) % 4 == 0);
                     tf_wg_commit();
                 }
-                // The copies and scale loads queue behind the MMAs, not in front of them.
-                issue(s + WG_RING - 1);
-                if (s * H % 4 == 0) load_sa(s * H);
+                // Warpgroup 0's copies and scale loads queue behind its MMAs, not in front of them.
+                if (wm == 0) {
+                    issue(s + WG_RING - 1);
+                    if (s * H % 4 == 0) load_sa(s * H);
+                }
                 if (s + 1 < stages) convert(s + 1, (s + 1) % 2);
                 tf_wg_wait0();
 #pragma unroll
