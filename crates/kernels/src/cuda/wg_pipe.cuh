@@ -1,4 +1,4 @@
-// The prompt tiles' entry (tf_mma_pipe) and its sm_90a deep ring: tf_mma_pipe_bm's chains by wgmma, a stage WG_SUB 32-wide sub-stages, activations and raw weight codes copied WG_RING - 1 stages ahead into dynamic shared memory.
+// The prompt tiles' sm_90a deep ring: tf_mma_pipe_bm's chains by wgmma, a stage WG_SUB 32-wide sub-stages, activations and raw weight codes copied WG_RING - 1 stages ahead into dynamic shared memory.
 #ifndef WG_RING
 #define WG_RING 3
 #endif
@@ -22,7 +22,7 @@ struct TfWgSmem {
 // Byte offset in a raw stage of column r's 16-byte chunk c (FP8: 8 a column, c = 2 x sub-stage + half; FP4: 4, c = sub-stage): swizzled so one column's chunks and four columns' chunks at one c each fill distinct banks.
 template <int FMT>
 __device__ __forceinline__ u32 tf_wg_raw(int r, int c) {
-    if constexpr (FMT == MMA_FP8) return r * 128 + ((c ^ 2 * (r & 3)) << 4);
+    if constexpr (FMT == MMA_FP8) return r * 128 + ((c ^ (r & 7)) << 4);
     return r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
 }
 
@@ -342,38 +342,3 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
     }
 }
 #endif
-
-// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64; on sm_90a the deep ring where the weight rows are 16-byte aligned.
-template <int FMT>
-__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    u32 sms;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
-    bool big = 5 * rounds128 <= 3 * rounds64;
-#ifdef TF_WGMMA
-    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
-    extern __shared__ __align__(1024) u8 tf_dyn[];
-    u32 dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < TF_PIPE_DYN_BYTES) __trap();
-    bool ring = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
-    TfWgSmem& wsm = *(TfWgSmem*)tf_dyn;
-    TfPipeSmem& psm = *(TfPipeSmem*)tf_dyn;
-    if (ring && big)
-        tf_wg_pipe_bm<FMT, 128>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else if (ring)
-        tf_wg_pipe_bm<FMT, 64>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else if (big)
-        tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else
-        tf_mma_pipe_bm<FMT, 64, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-#else
-    __shared__ __align__(1024) TfPipeSmem sm;
-    if (big)
-        tf_mma_pipe_bm<FMT, 128, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else
-        tf_mma_pipe_bm<FMT, 64, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-#endif
-}

@@ -1,0 +1,229 @@
+// The FP8 prompt tiles on sm_90a with the weights as wgmma's register operand: each warpgroup converts its 64 weight rows' raw codes straight into A fragments, the activations are the shared B operand; and the prompt tiles' entry, tf_mma_pipe.
+#ifndef RS_RING
+#define RS_RING 4
+#endif
+static_assert(RS_RING >= 3, "a stage's fragments are converted while the stage before runs, from codes copied at least a stage before");
+
+// The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw FP8 weight stages (tf_wg_raw's layout) and each stage's activation scales.
+struct TfRsSmem {
+    u16 as[RS_RING][WG_SUB][PIPE_BM * MMA_BK];
+    u8 raw[RS_RING][MMA_BN * 128];
+    float sa[RS_RING][PIPE_BM];
+};
+static_assert(sizeof(TfRsSmem) <= sizeof(TfWgSmem), "the host passes TfWgSmem's bytes");
+
+#ifdef TF_WGMMA
+// FP8 tiles of 128 weight rows by NT activation rows: warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part, then part's scaled add, the chains of tf_wg_pipe_bm.
+template <int NT>
+__device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                         const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    constexpr int AP = NT / 64, NACC = NT / 2, H = WG_SUB, HALF = WG_SUB;
+    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_STAGE = MMA_BN * 128;
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    int tiles_m = (m + NT - 1) / NT, tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
+    int nblk = (k + 127) / 128, kend = k;
+#ifdef TF_FAULT_drop_tail_block
+    kend = (nblk - 1) * 128;
+#endif
+    int subs = (kend + MMA_BK - 1) / MMA_BK, stages = (subs + H - 1) / H;
+    // Copies: activation row ar + 64 i, chunk ac of each sub-stage; whole raw stages row rr + 32 i, chunk rc; edge raw chunks row bn, bytes bc.. of each sub-stage.
+    int ar = tid / 4, ac = tid % 4, rr = tid / 8, rc = tid % 8, bn = tid / 2, bc = (tid % 2) * 16;
+    u32 a_dst[AP];
+#pragma unroll
+    for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
+    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<MMA_FP8>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][tid]);
+    u64 db0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]));
+    // This thread's weight rows wr and wr + 8 (its fragment rows), and the selector of its fragment bytes in a 16-byte chunk's words t4 / 2 and 2 + t4 / 2.
+    int wr = 16 * warp + g;
+    u32 sel = t4 % 2 ? 0x7632u : 0x5410u;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
+        float acc[NACC], part[NACC];
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
+        const u16* a_src[AP];
+        int a_lim[AP];
+#pragma unroll
+        for (int i = 0; i < AP; ++i) {
+            int gm = m0 + ar + 64 * i;
+            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
+            a_lim[i] = gm < m ? kend - ac * 8 : 0;
+        }
+        int gn = n0 + bn, b_lim = gn < n ? kend - bc : 0;
+        const u8* b_src = w + (size_t)min(gn, n - 1) * k + bc;
+        const u8* bw_src = w + (size_t)(n0 + rr) * k + (rc % 2) * 16;
+        const float* sa_src = q_scale + (size_t)min(m0 + tid, m - 1) * qs_stride;
+        const u8* sw_src[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sw_src[h] = w_scale + (size_t)((col0 + min(n0 + wr + 8 * h, n - 1)) / 128) * nblk;
+        bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
+        // One copy group: stage s's activations, activation scales and raw weight codes into ring slot s % RS_RING (zeros outside the matrix).
+        auto issue = [&](int s) {
+            int slot = s % RS_RING;
+            if (s < stages && tid < NT) tf_cp_async4_at(sa_dst + slot * PIPE_BM * 4, sa_src + s, 4);
+            if (inside && (s + 1) * H <= subs) {
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+#pragma unroll
+                    for (int i = 0; i < AP; ++i) tf_cp_async16(a_dst[i] + (slot * H + j) * A_SUB, a_src[i] + (s * H + j) * MMA_BK);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    tf_cp_async16(raw_whole + slot * RAW_STAGE + i * 32 * 128, bw_src + (size_t)i * 32 * k + (s * H + rc / 2) * MMA_BK);
+                tf_cp_commit();
+                return;
+            }
+#pragma unroll
+            for (int j = 0; j < H; ++j) {
+                int u = s * H + j, k0 = u * MMA_BK;
+                if (u >= subs) break;
+                u32 sub = (u32)(slot * H + j);
+#pragma unroll
+                for (int i = 0; i < AP; ++i) {
+                    int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
+                    tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
+                }
+                int bytes = min(max(b_lim - k0, 0), 16);
+                tf_cp_async16_at(raw0 + slot * RAW_STAGE + tf_wg_raw<MMA_FP8>(bn, 2 * j + bc / 16), bytes > 0 ? b_src + k0 : w, bytes);
+            }
+            tf_cp_commit();
+        };
+        // Half hf of stage s's A fragments of rows wr and wr + 8, one k16 step a 16-byte chunk: a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
+        auto frags = [&](int s, int hf, u32 (&f)[HALF][4]) {
+            const u8* raw = &sm.raw[s % RS_RING][0];
+#pragma unroll
+            for (int j = 0; j < HALF; ++j) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    uint4 v = *(const uint4*)(raw + tf_wg_raw<MMA_FP8>(wr + 8 * h, HALF * hf + j));
+                    u32 b[2];
+                    tf_rows_e4m3x4(__byte_perm(t4 < 2 ? v.x : v.y, t4 < 2 ? v.z : v.w, sel), b);
+                    f[j][h] = b[0], f[j][2 + h] = b[1];
+                }
+            }
+            // Pinned here, ahead of the MMAs' fence, so no conversion sinks between the MMAs that read them.
+#pragma unroll
+            for (int j = 0; j < HALF; ++j) asm volatile("" : "+r"(f[j][0]), "+r"(f[j][1]), "+r"(f[j][2]), "+r"(f[j][3]));
+        };
+        // Half hf of stage s's k16 steps into part (afresh at the stage's first), issued and committed as one group; none past K.
+        auto mmas = [&](int s, int hf, const u32 (&f)[HALF][4]) {
+            u64 db = db0 + (u64)(s % RS_RING) * H * (A_SUB / 16) + hf * (HALF / 2) * (A_SUB / 16);
+            auto mma = [&](int j) {
+                u64 d = db + (j / 2) * (A_SUB / 16) + 2 * (j % 2);
+                if constexpr (NT == 128)
+                    tf_wgmma_rs_n128(part, f[j], d, hf + j > 0);
+                else
+                    tf_wgmma_rs_n64(part, f[j], d, hf + j > 0);
+            };
+            // Whole stages take a branch-free chain (a branch between MMAs makes the compiler fence them); each path fences and commits its own group.
+            if ((s + 1) * H <= subs) {
+                tf_wg_arrive();
+#pragma unroll
+                for (int j = 0; j < HALF; ++j) mma(j);
+                tf_wg_commit();
+            } else {
+                tf_wg_arrive();
+#pragma unroll
+                for (int j = 0; j < HALF; ++j)
+                    if (s * H + (HALF * hf + j) / 2 < subs) mma(j);
+                tf_wg_commit();
+            }
+        };
+        // part's scaled add into acc: element i is weight row wr + 8 ((i / 2) % 2), activation row 8 (i / 4) + 2 t4 + i % 2.
+        auto close = [&](int s, const float* sw) {
+            const float* sas = &sm.sa[s % RS_RING][0];
+#pragma unroll
+            for (int c = 0; c < NACC / 4; ++c) {
+                float2 sa = *(const float2*)&sas[8 * c + 2 * t4];
+#ifdef TF_FAULT_lost_act_scale
+                sa = make_float2(1.0f, 1.0f);
+#endif
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[4 * c + e] = fmaf(part[4 * c + e], (e % 2 ? sa.y : sa.x) * sw[e / 2], acc[4 * c + e]);
+            }
+        };
+#pragma unroll
+        for (int i = 0; i < RS_RING - 1; ++i) issue(i);
+        tf_cp_wait<RS_RING - 2>();
+        // Threads convert raw chunks that others copied.
+        __syncthreads();
+        u32 fa[HALF][4], fb[HALF][4];
+        frags(0, 0, fa);
+        for (int s = 0; s < stages; ++s) {
+            // Groups up to s + 1 have landed: stage s's activations and scales, stage s + 1's raw codes.
+            tf_cp_wait<RS_RING - 3>();
+            tf_fence_async_smem();
+#ifndef TF_FAULT_race_no_sync
+            __syncthreads();
+#endif
+            // Each half's fragments are converted while the MMAs before them run.
+            mmas(s, 0, fa);
+            frags(s, 1, fb);
+            mmas(s, 1, fb);
+            issue(s + RS_RING - 1);
+            float sw[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32(sw_src[h][s]);
+            tf_wg_wait1();
+            if (s + 1 < stages) frags(s + 1, 0, fa);
+            tf_wg_wait0();
+            close(s, sw);
+        }
+        // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
+        tf_cp_wait<0>();
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) {
+            int gm = m0 + 8 * (i / 4) + 2 * t4 + i % 2, gn = n0 + wr + 8 * ((i / 2) % 2);
+            bool skip = gm >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+            skip = skip || gn == n - 1;
+#endif
+            if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+        }
+    }
+}
+#endif
+
+// Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64; on sm_90a the deep ring where the weight rows are 16-byte aligned.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    u32 sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
+    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
+    bool big = 5 * rounds128 <= 3 * rounds64;
+#ifdef TF_WGMMA
+    // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
+    extern __shared__ __align__(1024) u8 tf_dyn[];
+    u32 dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < TF_PIPE_DYN_BYTES) __trap();
+    bool ring = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
+    TfPipeSmem& psm = *(TfPipeSmem*)tf_dyn;
+    if (!ring && big)
+        tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else if (!ring)
+        tf_mma_pipe_bm<FMT, 64, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else if constexpr (FMT == MMA_FP8) {
+        TfRsSmem& rsm = *(TfRsSmem*)tf_dyn;
+        if (big)
+            tf_wg_rs<128>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        else
+            tf_wg_rs<64>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    } else {
+        TfWgSmem& wsm = *(TfWgSmem*)tf_dyn;
+        if (big)
+            tf_wg_pipe_bm<FMT, 128>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        else
+            tf_wg_pipe_bm<FMT, 64>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    }
+#else
+    __shared__ __align__(1024) TfPipeSmem sm;
+    if (big)
+        tf_mma_pipe_bm<FMT, 128, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    else
+        tf_mma_pipe_bm<FMT, 64, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+#endif
+}
