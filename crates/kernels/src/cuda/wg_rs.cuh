@@ -4,11 +4,14 @@
 #endif
 static_assert(RS_RING >= 3, "a stage's fragments are converted while the stage before runs, from codes copied at least a stage before");
 
+// Floats a stage's activation scales take: activation row 8c + 2t + e of an NT-row tile at t (NT / 4 + 4) + 2c + e, so a thread reads its scales as float4s, the four t apart in banks.
+#define RS_SA (4 * (PIPE_BM / 4 + 4))
+
 // The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw FP8 weight stages (tf_wg_raw's layout) and each stage's activation scales.
 struct TfRsSmem {
     u16 as[RS_RING][WG_SUB][PIPE_BM * MMA_BK];
     u8 raw[RS_RING][MMA_BN * 128];
-    float sa[RS_RING][PIPE_BM];
+    float sa[RS_RING][RS_SA];
 };
 static_assert(sizeof(TfRsSmem) <= sizeof(TfWgSmem), "the host passes TfWgSmem's bytes");
 
@@ -31,7 +34,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     u32 a_dst[AP];
 #pragma unroll
     for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
-    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<MMA_FP8>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][tid]);
+    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<MMA_FP8>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][(tid / 2 % 4) * (NT / 4 + 4) + tid / 8 * 2 + tid % 2]);
     u64 db0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]));
     // This thread's weight rows wr and wr + 8 (its fragment rows), and the selector of its fragment bytes in a 16-byte chunk's words t4 / 2 and 2 + t4 / 2.
     int wr = 16 * warp + g;
@@ -56,11 +59,17 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         const u8* sw_src[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) sw_src[h] = w_scale + (size_t)((col0 + min(n0 + wr + 8 * h, n - 1)) / 128) * nblk;
+        // Whether the tile's weight rows all lie in one 128-row block of the scale grid.
+        bool one = (col0 + n0) % 128 == 0;
         bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
         // One copy group: stage s's activations, activation scales and raw weight codes into ring slot s % RS_RING (zeros outside the matrix).
         auto issue = [&](int s) {
             int slot = s % RS_RING;
-            if (s < stages && tid < NT) tf_cp_async4_at(sa_dst + slot * PIPE_BM * 4, sa_src + s, 4);
+#ifdef TF_FAULT_race_no_sync
+            // One warp's copies are held back, so the missing barrier shows on every run.
+            if (warp == 7 && s >= RS_RING - 1 && s < stages) __nanosleep(4000);
+#endif
+            if (s < stages && tid < NT) tf_cp_async4_at(sa_dst + slot * RS_SA * 4, sa_src + s, 4);
             if (inside && (s + 1) * H <= subs) {
 #pragma unroll
                 for (int j = 0; j < H; ++j) {
@@ -95,9 +104,9 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             for (int j = 0; j < HALF; ++j) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    uint4 v = *(const uint4*)(raw + tf_wg_raw<MMA_FP8>(wr + 8 * h, HALF * hf + j));
+                    const u8* ch = raw + tf_wg_raw<MMA_FP8>(wr + 8 * h, HALF * hf + j) + 4 * (t4 / 2);
                     u32 b[2];
-                    tf_rows_e4m3x4(__byte_perm(t4 < 2 ? v.x : v.y, t4 < 2 ? v.z : v.w, sel), b);
+                    tf_rows_e4m3x4(__byte_perm(*(const u32*)ch, *(const u32*)(ch + 8), sel), b);
                     f[j][h] = b[0], f[j][2 + h] = b[1];
                 }
             }
@@ -129,17 +138,28 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                 tf_wg_commit();
             }
         };
-        // part's scaled add into acc: element i is weight row wr + 8 ((i / 2) % 2), activation row 8 (i / 4) + 2 t4 + i % 2.
-        auto close = [&](int s, const float* sw) {
-            const float* sas = &sm.sa[s % RS_RING][0];
+        // part's scaled add into acc: element i is weight row wr + 8 ((i / 2) % 2), activation row 8 (i / 4) + 2 t4 + i % 2; one scale product per activation row where the tile's rows share a scale row.
+        auto close = [&](int s, const float* sw, bool one) {
+            const float4* sas = (const float4*)&sm.sa[s % RS_RING][t4 * (NT / 4 + 4)];
 #pragma unroll
-            for (int c = 0; c < NACC / 4; ++c) {
-                float2 sa = *(const float2*)&sas[8 * c + 2 * t4];
+            for (int c2 = 0; c2 < NACC / 8; ++c2) {
+                float4 sa4 = sas[c2];
 #ifdef TF_FAULT_lost_act_scale
-                sa = make_float2(1.0f, 1.0f);
+                sa4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
 #endif
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[4 * c + e] = fmaf(part[4 * c + e], (e % 2 ? sa.y : sa.x) * sw[e / 2], acc[4 * c + e]);
+                for (int c1 = 0; c1 < 2; ++c1) {
+                    int c = 2 * c2 + c1;
+                    float sx = c1 ? sa4.z : sa4.x, sy = c1 ? sa4.w : sa4.y;
+                    if (one) {
+                        float px = sx * sw[0], py = sy * sw[0];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc[4 * c + e] = fmaf(part[4 * c + e], e % 2 ? py : px, acc[4 * c + e]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc[4 * c + e] = fmaf(part[4 * c + e], (e % 2 ? sy : sx) * sw[e / 2], acc[4 * c + e]);
+                    }
+                }
             }
         };
 #pragma unroll
@@ -167,7 +187,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             tf_wg_wait1();
             if (s + 1 < stages) frags(s + 1, 0, fa);
             tf_wg_wait0();
-            close(s, sw);
+            close(s, sw, one);
         }
         // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
         tf_cp_wait<0>();
