@@ -12,6 +12,26 @@ __device__ __forceinline__ u32 tf_smem_addr(const void* p) {
     return r;
 }
 
+// Stores v at y[gm, gn] (row stride y_stride) where that lies inside the m x n output; the planted skip_last_column never writes the last column.
+__device__ __forceinline__ void tf_store_y(float* y, int y_stride, int m, int n, int gm, int gn, float v) {
+    bool skip = gm >= m || gn >= n;
+#ifdef TF_FAULT_skip_last_column
+    skip = skip || gn == n - 1;
+#endif
+    if (!skip) y[(size_t)gm * y_stride + gn] = v;
+}
+
+// A tile's activation chunks: row m0 + ar + 64 i of q (clamped into the m rows) from chunk ac, and how much of K up to kend each holds (none outside the matrix).
+template <int AP>
+__device__ __forceinline__ void tf_act_rows(const u16* q, int q_stride, int m, int m0, int ar, int ac, int kend, const u16* (&src)[AP], int (&lim)[AP]) {
+#pragma unroll
+    for (int i = 0; i < AP; ++i) {
+        int gm = m0 + ar + 64 * i;
+        src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
+        lim[i] = gm < m ? kend - ac * 8 : 0;
+    }
+}
+
 __device__ __forceinline__ void tf_cp_commit() { asm volatile("cp.async.commit_group;"); }
 
 // Asynchronous copy of `bytes` (0..16, the rest zero-filled) from global src into 16 bytes at shared address dst.

@@ -108,12 +108,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
         // This thread's A chunk rows (clamped into the matrix) and how much of K each holds; its weight row; its column's scale row.
         const u16* a_src[AP];
         int a_lim[AP];
-#pragma unroll
-        for (int i = 0; i < AP; ++i) {
-            int gm = m0 + ar + 64 * i;
-            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
-            a_lim[i] = gm < m ? kend - ac * 8 : 0;
-        }
+        tf_act_rows<AP>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
         int gn = n0 + bn;
         const u8* b_src = FMT == MMA_FP8 ? w + (size_t)min(gn, n - 1) * k + bc : w + (size_t)min(gn, n - 1) * (k / 2) + bc / 2;
         int b_lim = gn < n ? kend - bc : 0;
@@ -316,12 +311,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
         if constexpr (WG) {
 #pragma unroll
             for (int i = 0; i < NACC; ++i) {
-                int gm = m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), gn = n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2;
-                bool skip = gm >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-                skip = skip || gn == n - 1;
-#endif
-                if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+                tf_store_y(y, y_stride, m, n, m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2, acc[i]);
             }
             continue;
         }
@@ -334,12 +324,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                 for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
-                        int gn = n0 + wn * 32 + ni * 8 + 2 * t4 + c;
-                        bool skip = gm >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-                        skip = skip || gn == n - 1;
-#endif
-                        if (!skip) y[(size_t)gm * y_stride + gn] = acc[16 * mi + 4 * ni + 2 * h + c];
+                        tf_store_y(y, y_stride, m, n, gm, n0 + wn * 32 + ni * 8 + 2 * t4 + c, acc[16 * mi + 4 * ni + 2 * h + c]);
                     }
             }
     }

@@ -291,11 +291,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
         for (int rb = 0; rb < rounds; rb += D)
 #pragma unroll
             for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
-        bool skip = orow >= m || n0 + ocol >= n;
-#ifdef TF_FAULT_skip_last_column
-        skip = skip || n0 + ocol == n - 1;
-#endif
-        if (!skip) y[(size_t)orow * y_stride + n0 + ocol] = acc;
+        tf_store_y(y, y_stride, m, n, orow, n0 + ocol, acc);
     }
 }
 
@@ -581,12 +577,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
             }
             // A tile's last round: its outputs out.
             if (last) {
-                int gn = tile_at(tq) * ROWS_BN + ocol;
-                bool skip = orow >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-                skip = skip || gn == n - 1;
-#endif
-                if (!skip) y[(size_t)orow * y_stride + gn] = acc;
+                tf_store_y(y, y_stride, m, n, orow, tile_at(tq) * ROWS_BN + ocol, acc);
                 acc = 0.0f;
             }
         }

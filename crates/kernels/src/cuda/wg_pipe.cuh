@@ -85,12 +85,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         };
         const u16* a_src[AP];
         int a_lim[AP];
-#pragma unroll
-        for (int i = 0; i < AP; ++i) {
-            int gm = m0 + ar + 64 * i;
-            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
-            a_lim[i] = gm < m ? kend - ac * 8 : 0;
-        }
+        tf_act_rows<AP>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
         int gn = n0 + bn;
         const u8* b_src = FMT == MMA_FP8 ? w + (size_t)min(gn, n - 1) * k + bc : w + (size_t)min(gn, n - 1) * (k / 2) + bc / 2;
         const u8* bw_src = FMT == MMA_FP8 ? w + (size_t)(n0 + rr) * k + (rc % 2) * 16 : w + (size_t)(n0 + rr) * (k / 2);
@@ -332,12 +327,7 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < NACC; ++i) {
-            int gm = m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), gn = n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2;
-            bool skip = gm >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-            skip = skip || gn == n - 1;
-#endif
-            if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+            tf_store_y(y, y_stride, m, n, m0 + wg_row + 16 * wn + g + 8 * ((i / 2) % 2), n0 + wg_col + 8 * (i / 4) + 2 * t4 + i % 2, acc[i]);
         }
     }
 }

@@ -46,12 +46,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
         const u16* a_src[AP];
         int a_lim[AP];
-#pragma unroll
-        for (int i = 0; i < AP; ++i) {
-            int gm = m0 + ar + 64 * i;
-            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
-            a_lim[i] = gm < m ? kend - ac * 8 : 0;
-        }
+        tf_act_rows<AP>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
         int gn = n0 + bn, b_lim = gn < n ? kend - bc : 0;
         const u8* b_src = w + (size_t)min(gn, n - 1) * k + bc;
         const u8* bw_src = w + (size_t)(n0 + rr) * k + (rc % 2) * 16;
@@ -194,12 +189,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < NACC; ++i) {
-            int gm = m0 + 8 * (i / 4) + 2 * t4 + i % 2, gn = n0 + wr + 8 * ((i / 2) % 2);
-            bool skip = gm >= m || gn >= n;
-#ifdef TF_FAULT_skip_last_column
-            skip = skip || gn == n - 1;
-#endif
-            if (!skip) y[(size_t)gm * y_stride + gn] = acc[i];
+            tf_store_y(y, y_stride, m, n, m0 + 8 * (i / 4) + 2 * t4 + i % 2, n0 + wr + 8 * ((i / 2) % 2), acc[i]);
         }
     }
 }
