@@ -134,7 +134,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             }
         };
         // part's scaled add into acc: element i is weight row wr + 8 ((i / 2) % 2), activation row 8 (i / 4) + 2 t4 + i % 2; one scale product per activation row where the tile's rows share a scale row.
-        auto close = [&](int s, const float* sw, bool one) {
+        auto close = [&](int s, const float* sw) {
             const float4* sas = (const float4*)&sm.sa[s % RS_RING][t4 * (NT / 4 + 4)];
 #pragma unroll
             for (int c2 = 0; c2 < NACC / 8; ++c2) {
@@ -182,7 +182,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             tf_wg_wait1();
             if (s + 1 < stages) frags(s + 1, 0, fa);
             tf_wg_wait0();
-            close(s, sw, one);
+            close(s, sw);
         }
         // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
         tf_cp_wait<0>();
