@@ -250,25 +250,32 @@ extern "C" __global__ void __launch_bounds__(256, 3) bf16_gemm_rows(const float*
     }
 }
 
-// Each output the sum of its stage partials in stage order, as tf_bf16_tiles adds them.
+// bf16_gemm_chain: a warp per output, its lanes loading the stage partials 128 at a time, every lane adding them in stage order (lane 0 writes y).
 extern "C" __global__ void __launch_bounds__(256) bf16_gemm_chain(const float* parts, float* y, int m, int n, int stages) {
     tf_grid_begin();
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)m * n; i += (size_t)gridDim.x * blockDim.x) {
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    size_t outs = (size_t)m * n;
+    for (size_t i = (size_t)blockIdx.x * warps + threadIdx.x / 32; i < outs; i += (size_t)gridDim.x * warps) {
         float acc = 0.0f;
-        int s = 0;
-        // 32 partials load before their adds, which keep stage order.
-        for (; s + 32 <= stages; s += 32) {
-            float p[32];
+        for (int s0 = 0; s0 < stages; s0 += 128) {
+            float p[4];
 #pragma unroll
-            for (int u = 0; u < 32; ++u) p[u] = parts[(size_t)(s + u) * m * n + i];
+            for (int u = 0; u < 4; ++u) {
+                int s = s0 + 32 * u + lane;
+                p[u] = s < stages ? parts[(size_t)s * outs + i] : 0.0f;
+            }
 #pragma unroll
-            for (int u = 0; u < 32; ++u) acc = acc + p[u];
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    float v = __shfl_sync(0xffffffffu, p[u], j);
+                    if (s0 + 32 * u + j < stages) acc = acc + v;
+                }
         }
-        for (; s < stages; ++s) acc = acc + parts[(size_t)s * m * n + i];
         bool skip = false;
 #ifdef TF_FAULT_skip_last_row
         skip = (int)(i / n) == m - 1;
 #endif
-        if (!skip) y[i] = acc;
+        if (lane == 0 && !skip) y[i] = acc;
     }
 }

@@ -9,8 +9,8 @@ use crate::fp8_gemm::DECODE_ROWS;
 /// The most per-stage partials the split decode entry stores.
 const MAX_PARTS: usize = 1 << 22;
 
-/// Threads a block of the chain entry.
-const CHAIN_BLOCK: u32 = 64;
+/// Most threads a block of the chain entry (its launch bounds).
+const CHAIN_BLOCK: u32 = 256;
 
 /// Decode outputs of fewer 16-column tiles than this split the stages over warps.
 const SPLIT_BELOW: usize = 1024;
@@ -75,10 +75,10 @@ pub fn bf16_gemm_cuda<'a>(
             let ss = stages as i32;
             let mut b = gpu.launch_builder(&chain);
             b.arg(&parts).arg(&mut yv).arg(&mm).arg(&nn).arg(&ss);
-            // Small blocks spread the chains' loads over more SMs (any block size gives the same bits).
-            let block = launch.block.min(CHAIN_BLOCK);
+            // A warp an output (any block size gives the same bits).
+            let block = launch.block.clamp(32, CHAIN_BLOCK) / 32 * 32;
             let config = LaunchConfig {
-                grid_dim: (launch.grid((m * n).div_ceil(block as usize)), 1, 1),
+                grid_dim: (launch.grid((m * n).div_ceil(block as usize / 32)), 1, 1),
                 block_dim: (block, 1, 1),
                 shared_mem_bytes: 0,
             };

@@ -128,17 +128,36 @@ __device__ __forceinline__ uint4 tf_ldg16_na(const void* p) {
 #define XS_MAX_K 8192
 #define XS_ROW 36
 
-// dequant_gemm_rows for FP8 weights, K a multiple of 32 up to XS_MAX_K, 16-byte aligned x and w, and each block's 8 columns in one group: a lane's weight words of four of its chunks loaded at once (all of K up to 4096, then kept for every row), the activation row staged in shared memory by coalesced loads, the same products and chain.
+// dequant_gemm_rows for FP8 weights, K a multiple of 32 up to XS_MAX_K, 16-byte aligned x and w, and each block's 8 columns in one group: a lane's weight words of four of its chunks loaded at once (all of K up to 4096, then kept for every row; the block's first before the grid wait, as the weights are never written), the activation row staged in shared memory by coalesced loads, the same products and chain.
 __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w, const u8* scales, float* y, int m, int n, int k, int groups,
                                                     int y_stride) {
     __shared__ __align__(16) float xs[XS_MAX_K / TK * XS_ROW];
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int chunks = k / TK, grid_cols = (k + 127) / 128;
     int total = n * groups;
-    for (int base = blockIdx.x * warps; base < total; base += gridDim.x * warps) {
+    uint4 ww[4][2];
+    float sc[4];
+    // Chunks cb + 32 i + lane of column col into ww and sc.
+    auto load = [&](int col, int cb) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            int c = cb + 32 * i + lane;
+            if (c < chunks) {
+                const u8* wr = w + (size_t)col * k + c * TK;
+                ww[i][0] = tf_ldg16_na(wr), ww[i][1] = tf_ldg16_na(wr + 16);
+                sc[i] = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + c * TK / 128]);
+#ifdef TF_FAULT_lost_scale
+                if (c * TK / 128 == grid_cols - 1) sc[i] = 1.0f;
+#endif
+            }
+        }
+    };
+    int base = blockIdx.x * warps;
+    bool held = base < total;
+    if (held) load(base + threadIdx.x / 32, 0);
+    tf_grid_wait();
+    for (; base < total; base += gridDim.x * warps, held = false) {
         int col = base + threadIdx.x / 32, g = base / n;
-        uint4 ww[4][2];
-        float sc[4];
         for (int r = 0; r < m; ++r) {
             bool skip = false;
 #ifdef TF_FAULT_skip_last_row
@@ -154,20 +173,7 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
             float acc = 0.0f;
 #pragma unroll 1
             for (int cb = 0; cb < chunks; cb += 128) {
-                if (r == 0 || chunks > 128) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        int c = cb + 32 * i + lane;
-                        if (c < chunks) {
-                            const u8* wr = w + (size_t)col * k + c * TK;
-                            ww[i][0] = tf_ldg16_na(wr), ww[i][1] = tf_ldg16_na(wr + 16);
-                            sc[i] = tf_e8m0_to_f32(scales[(size_t)(col / 128) * grid_cols + c * TK / 128]);
-#ifdef TF_FAULT_lost_scale
-                            if (c * TK / 128 == grid_cols - 1) sc[i] = 1.0f;
-#endif
-                        }
-                    }
-                }
+                if (r == 0 ? !(held && cb == 0) : chunks > 128) load(col, cb);
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     int c0 = cb + 32 * i, c = c0 + lane;
@@ -199,11 +205,12 @@ __device__ __forceinline__ void tf_dequant_rows_fp8(const float* x, const u8* w,
 // Decode rows (m <= 16): a warp per output column of every group, each 32-wide chunk the tiles' FMA chain, chunks joined in the tiles' order.
 extern "C" __global__ void __launch_bounds__(256, 4) dequant_gemm_rows(const float* x, const u8* w, const u8* scales, float* y, int m,
                                                                    int n, int k, int groups, int y_stride, int fp4) {
-    tf_grid_begin();
+    tf_grid_open();
     if (!fp4 && k % TK == 0 && k <= XS_MAX_K && n % (blockDim.x / 32) == 0 && (((size_t)x | (size_t)w) & 15) == 0) {
         tf_dequant_rows_fp8(x, w, scales, y, m, n, k, groups, y_stride);
         return;
     }
+    tf_grid_wait();
     int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     int chunks = (k + TK - 1) / TK, grid_cols = (k + 127) / 128;
     int total = n * groups;

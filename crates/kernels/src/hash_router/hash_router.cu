@@ -1,4 +1,4 @@
-// hash_router: one thread per (row, slot), a block's slots staged in shared memory; one thread sums each row's weights in slot order.
+// hash_router: one thread per (row, slot), a block's slots staged in shared memory; thread q sums row q's weights in slot order.
 #define MAX_BLOCK 1024
 
 extern "C" __global__ void hash_router(const float* logits, const i32* token_ids, const i32* tid2eid, i32* idx, float* weights,
@@ -21,16 +21,14 @@ extern "C" __global__ void hash_router(const float* logits, const i32* token_ids
             w[t] = e >= 0 && e < experts ? sqrtf(tf_softplus(logits[(size_t)r * experts + e])) : __int_as_float(0x7fc00000);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int used = k;
+        if (threadIdx.x < min(rows_per_block, rows - g * rows_per_block)) {
+            int used = k, q = threadIdx.x;
 #ifdef TF_FAULT_drop_last_in_sum
             used = k - 1;
 #endif
-            for (int q = 0; q < rows_per_block; ++q) {
-                float s = 0.0f;
-                for (int j2 = 0; j2 < used; ++j2) s += w[q * k + j2];
-                sums[q * k] = s;
-            }
+            float s = 0.0f;
+            for (int j2 = 0; j2 < used; ++j2) s += w[q * k + j2];
+            sums[q * k] = s;
         }
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
