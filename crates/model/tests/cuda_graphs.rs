@@ -69,3 +69,41 @@ fn replayed_decode_rounds_match_launched_ones() {
         );
     }
 }
+
+#[test]
+fn replayed_rounds_copy_no_streams_and_their_integers_once_a_part() {
+    let device = match CudaDevice::open(0).map(Arc::new) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipping replayed_rounds_copy_no_streams_and_their_integers_once_a_part: {why}");
+            return;
+        }
+    };
+    let m = model();
+    let mut cache = Dsv4Cache::default();
+    let mut pos = 0u32;
+    let mut step = |tokens: &[u32]| {
+        let mut b = Batch::default();
+        b.push_seq(SeqSlot(0), pos, tokens);
+        m.forward(&b, &mut cache, Device::Cuda(device.clone()), false).unwrap();
+        pos += tokens.len() as u32;
+    };
+    step(&(0..9).map(|i| 11 + 37 * i).collect::<Vec<u32>>());
+    // The first round is seen, the second captured; from the third on every graph reads its streams where they were written.
+    for s in 0..3 {
+        step(&[5 + 97 * s]);
+    }
+    let (launches, (x0, i0)) = (device.graph_launches(), device.graph_copies_in());
+    for s in 3..6 {
+        step(&[5 + 97 * s]);
+    }
+    let (x1, i1) = device.graph_copies_in();
+    let layers = m.config.num_hidden_layers as u64;
+    assert_eq!(
+        device.graph_launches() - launches,
+        3 * 2 * layers,
+        "every front and MoE half replayed"
+    );
+    assert_eq!(x1 - x0, 0, "input streams copied into replayed graphs");
+    assert_eq!(i1 - i0, 3 * 2, "positions and token ids copied once a part a round");
+}

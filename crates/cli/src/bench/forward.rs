@@ -149,6 +149,11 @@ fn graph_launches(device: &Device) -> u64 {
     device.cuda().map_or(0, |c| c.graph_launches())
 }
 
+/// Copies made ahead of graph replays so far: (input streams, integers).
+fn graph_copies(device: &Device) -> (u64, u64) {
+    device.cuda().map_or((0, 0), |c| c.graph_copies_in())
+}
+
 pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let model =
         load_model(&args.model, Semantics::official()).with_context(|| format!("loading {}", args.model.display()))?;
@@ -177,7 +182,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         pos += 1;
     }
     let (reads0, wait0) = readbacks();
-    let graphs0 = graph_launches(&device);
+    let (graphs0, copies0) = (graph_launches(&device), graph_copies(&device));
     let t = Instant::now();
     for i in 0..args.decode_tokens {
         step(&model, &mut cache, &device, pos, &[(i * 31 % c.vocab_size) as u32])?;
@@ -186,6 +191,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
     let (reads1, wait1) = readbacks();
     let graphs = (graph_launches(&device) - graphs0) as f64;
+    let copies = graph_copies(&device);
+    let copies = [(copies.0 - copies0.0) as f64, (copies.1 - copies0.1) as f64];
     let marks = timeline(
         &model,
         &mut cache,
@@ -224,6 +231,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_readbacks_per_token": (reads1 - reads0) as f64 / per_token,
         "decode_readback_ms_per_token": (wait1 - wait0) * 1e3 / per_token,
         "decode_graph_launches_per_token": graphs / per_token,
+        "decode_graph_copies_in_per_token": [copies[0] / per_token, copies[1] / per_token],
         "graph_programmatic_edges": device.cuda().map_or(0, |c| c.graph_programmatic_edges()),
         "graph_chained_captures_failed": refused.0,
         "graph_chain_failures": refused.1,

@@ -85,8 +85,8 @@ struct TfRowsSmem {
     float sas[ROWS_MAX][8];
 };
 
-// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order.
-template <int FMT, bool HI>
+// Up to 16 rows (decode; HI: rows 8 to 15 may be live) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... (weights in 16-byte loads D rounds ahead, to B fragments through the warp's own shared rows), then the threads of live rows add them in K order. OPEN: the grid wait is still to come, after the first tile's weight loads.
+template <int FMT, bool HI, bool OPEN = false>
 __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
@@ -118,6 +118,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     auto pr = [&](int p) { return FMT == MMA_FP8 ? 4 * p + lane / 8 : 8 * p + lane / 4; };
     auto pk = [&](int p) { return FMT == MMA_FP8 ? lane % 8 : lane % 4; };
     u8* ws = wst[warp];
+    bool waited = !OPEN;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int n0 = tile * ROWS_BN;
         float acc = 0.0f;
@@ -287,12 +288,14 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
         uint4 wb[D][NP];
 #pragma unroll
         for (int d = 0; d < D; ++d) fetch(d, wb[d]);
+        if (!waited) tf_grid_wait(), waited = true;
         load_a(0);
         for (int rb = 0; rb < rounds; rb += D)
 #pragma unroll
             for (int d = 0; d < D; ++d) round(rb + d, wb[d]);
         tf_store_y(y, y_stride, m, n, orow, n0 + ocol, acc);
     }
+    if (!waited) tf_grid_wait();
 }
 
 // x's four bytes (e2m1 pairs) as f16x2 words at value * 2^-14, byte i to h[i]: sign and magnitude bits of every nibble placed at once, paired by byte, then one permute a word against zeros.
@@ -343,8 +346,8 @@ struct TfRowsLoSmem {
     } parts[NB];
 };
 
-// Up to 8 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order.
-template <int FMT>
+// Up to 8 rows (decode) as tf_mma_pipe computes them, in 16-column tiles: warp w makes the partials of 128-wide K chunks w, w + 8, ... of the block's tiles in turn (copied RD rounds ahead, across tiles, into its own shared ring, then byte-permuted in place to B fragments), then the threads of live rows add them in K order. OPEN: the grid wait is still to come, after the first weight copies.
+template <int FMT, bool OPEN = false>
 __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                                const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     using S = TfRowsLoSmem<FMT>;
@@ -463,6 +466,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
     };
 #pragma unroll
     for (int d = 0; d < RD; ++d) issue(d, d / rounds, d % rounds);
+    if (OPEN) tf_grid_wait();
     load_a(0, 0, 0);
     float acc = 0.0f;
     // (tq, rr): item it's tile and round, carried from item to item.
@@ -591,11 +595,11 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 }
 
 // tf_mma_rows_lo for m rows (1 to 8) with only its own shared layout.
-template <int FMT>
+template <int FMT, bool OPEN = false>
 __device__ __forceinline__ void tf_mma_rows_8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, const u8* w_scale,
                                               int col0, float* y, int y_stride, int m, int n, int k) {
     __shared__ TfRowsLoSmem<FMT> sm;
-    tf_mma_rows_lo<FMT>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    tf_mma_rows_lo<FMT, OPEN>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }
 
 // tf_mma_rows' two shared layouts: 9 to 16 rows, 8 or fewer.
@@ -617,9 +621,9 @@ __device__ __forceinline__ void tf_mma_rows_m(const u16* q, int q_stride, const 
 }
 
 // tf_mma_rows for m rows (1 to 8) on the register-prefetch path alone: fewer instructions a byte than the ring's in-place permute, for long K.
-template <int FMT>
+template <int FMT, bool OPEN = false>
 __device__ __forceinline__ void tf_mma_rows_reg8(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                                  const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     __shared__ TfRowsSmem<FMT> sm;
-    tf_mma_rows<FMT, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+    tf_mma_rows<FMT, false, OPEN>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
 }

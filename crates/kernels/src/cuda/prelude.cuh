@@ -49,6 +49,25 @@ __device__ __forceinline__ float tf_strided_dot(const float* a, const float* b, 
     return acc;
 }
 
+// tf_strided_dot(a, b, n, first, stride, 0) with b's first H terms in registers (held[j] = b[first + j * stride], n <= first + H * stride): the same FMA chain, a loaded 32 terms ahead.
+template <int H>
+__device__ __forceinline__ float tf_held_dot(const float* a, const float* held, int n, int first, int stride) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j0 = 0; j0 < H; j0 += 32) {
+        float av[32];
+#pragma unroll
+        for (int u = 0; u < 32; ++u) {
+            int i = first + (j0 + u) * stride;
+            av[u] = i < n ? a[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 32; ++u)
+            if (first + (j0 + u) * stride < n) acc = fmaf(av[u], held[j0 + u], acc);
+    }
+    return acc;
+}
+
 // `2^ceil(log2(max(amax, floor) / qmax))`, exactly as the CPU's pow2_scale.
 __device__ __forceinline__ float tf_pow2_scale(float amax, float floor, float qmax) {
     u32 b = __float_as_uint(fmaxf(amax, floor) / qmax);

@@ -36,16 +36,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows(const u16* q,
     tf_mma_rows_m<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
-// Up to 8 rows (decode): fp8_gemm_rows' shared-ring path alone, three blocks an SM.
+// Up to 8 rows (decode): fp8_gemm_rows' shared-ring path alone, three blocks an SM, its first weight copies before the grid wait (weights are never written).
 extern "C" __global__ void __launch_bounds__(256, 3) fp8_gemm_rows8(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                 float* y, int m, int n, int k) {
-    tf_grid_begin();
-    tf_mma_rows_8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+    tf_grid_open();
+    tf_mma_rows_8<MMA_FP8, true>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }
 
-// Up to 8 rows (decode) with long K: fp8_gemm_rows' register-prefetch path alone, two blocks an SM.
+// Up to 8 rows (decode) with long K: fp8_gemm_rows' register-prefetch path alone, two blocks an SM, its first weight loads before the grid wait.
 extern "C" __global__ void __launch_bounds__(256, 2) fp8_gemm_rows_long(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                                     float* y, int m, int n, int k) {
-    tf_grid_begin();
-    tf_mma_rows_reg8<MMA_FP8>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
+    tf_grid_open();
+    tf_mma_rows_reg8<MMA_FP8, true>(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);
 }

@@ -2,11 +2,12 @@
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
+use crate::fp8_gemm::DECODE_ROWS;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_mix",
     source: include_str!("hc_mix.cu"),
-    entries: &["hc_mix"],
+    entries: &["hc_mix", "hc_mix_rows"],
     controls: &["race_no_sync", "lost_rsqrt", "skip_last_row"],
     records: &[
         CudaLaunch::new(512, 65_535),
@@ -31,8 +32,9 @@ pub fn hc_mix_cuda<'a>(
     let out = out.into();
     let mix = hc_fn.len() / hc_dim;
     let gpu = cuda::gpu()?;
-    let f = gpu.function(&KERNEL, "hc_mix", faults)?;
     let rows = x.len() / hc_dim;
+    let entry = if rows <= DECODE_ROWS { "hc_mix_rows" } else { "hc_mix" };
+    let f = gpu.function(&KERNEL, entry, faults)?;
     let (xd, fd) = (gpu.stage(x)?, gpu.stage(hc_fn)?);
     let mut y = gpu.stage_out(out)?;
     {
@@ -41,7 +43,7 @@ pub fn hc_mix_cuda<'a>(
         let mut b = gpu.launch_builder(&f);
         b.input(&xd).input(&fd).arg(&mut yv).arg(&r).arg(&d).arg(&m).arg(&eps);
         // SAFETY: the arguments match the kernel's signature; x holds `rows * hc_dim`, hc_fn `mix * hc_dim`, out `rows * mix`.
-        cuda::launched("hc_mix", unsafe { b.launch(launch.config(rows * mix)) })?;
+        cuda::launched(entry, unsafe { b.launch(launch.config(rows * mix)) })?;
     }
     y.finish(gpu)
 }

@@ -36,9 +36,10 @@ pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Ma
     (yn, Mapping { post, comb }, quant)
 }
 
-fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act) -> Act {
+/// mHC out into `into` (else a new buffer): the streams after the sub-block.
+fn hc_out(pass: &Pass<'_>, m: &Mapping, f_out: &Act, x: &Act, into: Option<Act>) -> Act {
     let c = &pass.model.config;
-    let mut out = pass.device.alloc(x.len());
+    let mut out = into.unwrap_or_else(|| pass.device.alloc(x.len()));
     let (hc, d) = (c.hc_mult, c.hidden_size);
     ops::hc_post(&pass.device, f_out, x, &m.post, &m.comb, hc, d, &mut out);
     out
@@ -49,7 +50,8 @@ pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache
     let front = graph::front(pass, layer_idx, w, x);
     pass.device.mark(|| format!("layer {layer_idx} front"));
     let (f, m) = attention::attention(pass, layer_idx, &w.attn, front, cache);
-    let x = hc_out(pass, &m, &f, x);
+    // The streams go straight into the MoE graph's input where it has one.
+    let x = hc_out(pass, &m, &f, x, graph::ffn_input(pass, w, x.len()));
     pass.device.mark(|| format!("layer {layer_idx} attention"));
     let out = graph::ffn(pass, w, &x);
     pass.device.mark(|| format!("layer {layer_idx} moe"));
@@ -60,5 +62,5 @@ pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache
 pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
     let (y, m, quant) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
     let f = moe::moe(pass, &w.ffn, &y, quant.as_ref());
-    hc_out(pass, &m, &f, x)
+    hc_out(pass, &m, &f, x, None)
 }

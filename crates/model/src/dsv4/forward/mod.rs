@@ -64,6 +64,14 @@ pub(crate) struct Pass<'a> {
     pub ids: Act<i32>,
     /// Host cache writes waiting for the end of the pass.
     pending: RefCell<Vec<pending::Pending>>,
+    /// This pass's number in the process (graphs copy a pass's integers in once).
+    pub serial: u64,
+}
+
+/// The next pass's number.
+fn next_serial() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl<'a> Pass<'a> {
@@ -86,6 +94,7 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
+            serial: next_serial(),
         }
     }
 
@@ -112,6 +121,7 @@ impl<'a> Pass<'a> {
             pos,
             ids,
             pending: RefCell::default(),
+            serial: next_serial(),
         }
     }
 
@@ -264,7 +274,13 @@ impl Dsv4Model {
             .iter()
             .flat_map(|&t| std::iter::repeat_n(t as i32, hc))
             .collect();
-        let mut x = dev.alloc(rows * hc * d);
+        // The streams go straight into the first block's front graph input where it has one.
+        let first = self
+            .weights
+            .layers
+            .first()
+            .and_then(|w| graph::front_input(&pass, w, rows * hc * d));
+        let mut x = first.unwrap_or_else(|| dev.alloc(rows * hc * d));
         ops::embedding(dev, &self.weights.embed.bytes, d, &dev.put(ids), &mut x);
         let mut out = Output::default();
         dev.mark(|| "embedded".into());
