@@ -35,6 +35,7 @@ pub mod hc_head;
 pub mod hc_mix;
 pub mod hc_post;
 pub mod hc_pre;
+pub mod hc_pre_mix;
 pub mod hc_split_sinkhorn;
 pub mod moe_join;
 pub mod router;

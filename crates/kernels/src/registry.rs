@@ -30,6 +30,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::hc_mix::HcMix,
         &crate::hc_split_sinkhorn::HcSplitSinkhorn,
         &crate::hc_pre::HcPre,
+        &crate::hc_pre_mix::HcPreMix,
         &crate::hc_post::HcPost,
         &crate::hc_head::HcHead,
         &crate::router::Router,

@@ -113,3 +113,36 @@ fn a_branch_overlaps_the_streams_later_work_and_its_join_orders_what_follows() {
         "work goes back to the process stream"
     );
 }
+
+#[test]
+fn a_resident_copy_first_asked_for_beside_the_stream_is_ready_for_the_process_stream() {
+    let gpu = match cuda::gpu() {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!(
+                "skipping a_resident_copy_first_asked_for_beside_the_stream_is_ready_for_the_process_stream: {why}"
+            );
+            return;
+        }
+    };
+    let _turn = cuda::turn();
+    let wait = gpu.function(&PROBE, "beside_probe_wait", Faults::NONE).unwrap();
+    let (flag, seen) = (gpu.zeros::<i32>(1).unwrap(), gpu.zeros::<f32>(2).unwrap());
+    gpu.sync().unwrap();
+    let resident = cuda::Resident::default();
+    let host: Vec<f32> = (0..4096).map(|i| i as f32 + 0.5).collect();
+    // The side stream is busy for a while (no flag is raised) when the copy is first asked for there.
+    let (branch, copy) = gpu
+        .beside(|| {
+            let spin = 200_000_000i64;
+            let mut b = gpu.launch_builder(&wait);
+            b.arg(&flag).arg(&seen).arg(&spin);
+            // SAFETY: the arguments match beside_probe_wait's signature; `flag` holds one int and `seen` two floats.
+            unsafe { b.launch(ONE) }.unwrap();
+            resident.get(gpu, &host).unwrap()
+        })
+        .unwrap();
+    let back = gpu.stream.clone_dtoh(&*copy).unwrap();
+    branch.join().unwrap();
+    assert!(back == host, "the process stream read the copy before it was made");
+}

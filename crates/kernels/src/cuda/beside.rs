@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 use super::device::{Gpu, driver_err as err};
 
@@ -32,6 +32,21 @@ impl Gpu {
     /// The stream this thread's kernels, copies and allocations go to now: the side stream inside `beside`, else the process stream.
     pub fn work(&self) -> &Arc<CudaStream> {
         if ON_SIDE.get() { &self.side } else { &self.stream }
+    }
+
+    /// A copy of `host` that both streams may read: uploaded on the process stream, and work queued beside it from here on (when this is called inside `beside`) ordered after the copy.
+    pub fn upload_shared<T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, host: &[T]) -> Result<CudaSlice<T>, String> {
+        let copy = if host.is_empty() {
+            self.stream.alloc_zeros(1).map_err(err("alloc"))?
+        } else {
+            self.stream.clone_htod(host).map_err(err("upload"))?
+        };
+        if ON_SIDE.get() {
+            let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
+            let copied = self.stream.record_event(flags).map_err(err("upload"))?;
+            self.side.wait(&copied).map_err(err("upload"))?;
+        }
+        Ok(copy)
     }
 
     /// Queues `f`'s work on the side stream after the work queued so far, overlapping what the process stream queues until the branch's `join`; buffers `f` allocates must be dropped inside it, and buffers it writes for later work allocated before it.

@@ -68,6 +68,9 @@ __device__ __forceinline__ float tf_held_dot(const float* a, const float* held, 
     return acc;
 }
 
+// The logistic function as the mHC gates take it.
+__device__ __forceinline__ float tf_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
 // `2^ceil(log2(max(amax, floor) / qmax))`, exactly as the CPU's pow2_scale.
 __device__ __forceinline__ float tf_pow2_scale(float amax, float floor, float qmax) {
     u32 b = __float_as_uint(fmaxf(amax, floor) / qmax);

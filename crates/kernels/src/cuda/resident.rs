@@ -32,7 +32,8 @@ impl Resident {
                 .downcast::<CudaSlice<T>>()
                 .expect("resident copy keyed by its type"));
         }
-        let copy = Arc::new(gpu.upload(host)?);
+        // On the process stream, so work on either stream that asks for it later is ordered after the copy.
+        let copy = Arc::new(gpu.upload_shared(host)?);
         *self.bytes.lock().expect("resident bytes poisoned") += std::mem::size_of_val(host);
         copies.insert(key, copy.clone());
         Ok(copy)

@@ -1,8 +1,6 @@
 // hc_split_sinkhorn: hc <= 4 a warp per row (tf_sinkhorn_small), else one block per row; pre and post by sigmoid, comb by a row softmax then Sinkhorn passes, one warp per comb row and then one per column.
 #define MAX_HC 16
 
-__device__ __forceinline__ float tf_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 __device__ __forceinline__ float tf_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;

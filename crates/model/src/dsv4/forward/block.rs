@@ -1,6 +1,8 @@
 //! One transformer block: two mHC-wrapped sub-blocks, attention then the mixture of experts.
 
 use super::Pass;
+use tensorfold_kernels::cuda::Branch;
+
 use super::act::Act;
 use super::quant::{self, Quant};
 use super::{attention, graph, moe, ops};
@@ -13,8 +15,14 @@ pub(crate) struct Mapping {
     pub comb: Act, // [rows, hc, hc]
 }
 
-/// mHC in: the sub-block's normed input `[rows, D]` from the streams `x`, its mapping, and on the GPU its act_quant (`quant::rms_norm`).
-pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping, Option<Quant>) {
+/// A sub-block's Sinkhorn passes beside the stream and the buffers they read and write: dropping it joins the branch, then frees them.
+pub(crate) struct Sinkhorn {
+    _branch: Option<Branch<'static>>,
+    _bufs: (Act, Act),
+}
+
+/// mHC in: the sub-block's normed input `[rows, D]` from the streams `x`, its mapping (its Sinkhorn passes beside the stream on the GPU, joined by the caller before `post` or `comb` is read), and on the GPU its act_quant (`quant::rms_norm`).
+pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Mapping, Option<Quant>, Sinkhorn) {
     let c = &pass.model.config;
     let (rows, n, d) = (pass.rows(), c.hc_mult, c.hidden_size);
     let dev = &pass.device;
@@ -22,18 +30,24 @@ pub(crate) fn hc_in(pass: &Pass<'_>, hc: &Hc, norm: &[f32], x: &Act) -> (Act, Ma
     let mut mix = dev.alloc(rows * width);
     ops::hc_mix(dev, x, &hc.fn_, n * d, pass.eps(), &mut mix);
     let (mut pre, mut post, mut comb) = (dev.alloc(rows * n), dev.alloc(rows * n), dev.alloc(rows * n * n));
-    let split = ops::Split {
-        pre: &mut pre,
-        post: &mut post,
-        comb: &mut comb,
-    };
     let (iters, hc_eps) = (c.hc_sinkhorn_iters, c.hc_eps as f32);
-    ops::hc_split_sinkhorn(dev, &mix, &hc.scale, &hc.base, n, iters, hc_eps, split);
+    let (branch, ()) = dev.beside(|| {
+        let split = ops::Split {
+            pre: &mut pre,
+            post: &mut post,
+            comb: &mut comb,
+        };
+        ops::hc_split_sinkhorn(dev, &mix, &hc.scale, &hc.base, n, iters, hc_eps, split);
+    });
     let mut y = dev.alloc(rows * d);
-    ops::hc_pre(dev, x, &pre, n, d, &mut y);
+    ops::hc_pre_mix(dev, x, &mix, &hc.scale, &hc.base, n, d, hc_eps, &mut y);
     let mut yn = dev.alloc(rows * d);
     let quant = quant::rms_norm(pass, &y, norm, &mut yn);
-    (yn, Mapping { post, comb }, quant)
+    let sinkhorn = Sinkhorn {
+        _branch: branch,
+        _bufs: (mix, pre),
+    };
+    (yn, Mapping { post, comb }, quant, sinkhorn)
 }
 
 /// mHC out into `into` (else a new buffer): the streams after the sub-block.
@@ -60,7 +74,8 @@ pub(crate) fn block(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act, cache
 
 /// Block `w`'s second sub-block over the streams `x`: the mixture of experts in its mHC mapping.
 pub(crate) fn ffn(pass: &Pass<'_>, w: &Block, x: &Act) -> Act {
-    let (y, m, quant) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
+    let (y, m, quant, sinkhorn) = hc_in(pass, &w.hc_ffn, &w.ffn_norm, x);
     let f = moe::moe(pass, &w.ffn, &y, quant.as_ref());
+    drop(sinkhorn);
     hc_out(pass, &m, &f, x, None)
 }

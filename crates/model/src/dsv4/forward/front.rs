@@ -48,7 +48,7 @@ impl CompRows {
 
 /// Block `w`'s (layer `layer_idx`) attention front over the streams `x` `[rows, hc, D]`.
 pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Front {
-    let (y, map, yq) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
+    let (y, map, yq, sinkhorn) = hc_in(pass, &w.hc_attn, &w.attn_norm, x);
     let m = pass.model;
     let (c, a) = (&m.config, &w.attn);
     let dev = &pass.device;
@@ -111,7 +111,7 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
         IndexFront { iq, iw, comp }
     });
     // The join: the process stream waits for the work beside it.
-    drop(branch);
+    drop((sinkhorn, branch));
     Front {
         map,
         q,

@@ -7,7 +7,7 @@ use tensorfold_kernels::index_scores::IndexShape;
 use tensorfold_kernels::sparse_attn::AttnShape;
 use tensorfold_kernels::{
     act_quant as aq, bf16_gemm as bg, compress as cp, dequant_gemm as dg, embedding as em, fp4_round_trip as f4,
-    fp8_gemm as f8, hadamard as hd, hash_router as hr, hc_head as hh, hc_mix as hm, hc_post as hpo, hc_pre as hpr,
+    fp8_gemm as f8, hadamard as hd, hash_router as hr, hc_head as hh, hc_mix as hm, hc_post as hpo, hc_pre_mix as hpm,
     hc_split_sinkhorn as hs, head_rms_norm as hn, index_scores as is, index_topk as it, moe_join as mj,
     mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa, swiglu as sw,
 };
@@ -97,15 +97,26 @@ pub(crate) fn hc_split_sinkhorn(
     }
 }
 
-pub(crate) fn hc_pre(d: &Device, x: &Act, pre: &Act, hc: usize, dim: usize, out: &mut Act) {
+/// `hc_pre` with its gates made from the mix (`hc_split_sinkhorn`'s `pre`, the same bits), so it need not wait for the Sinkhorn passes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hc_pre_mix(
+    d: &Device,
+    x: &Act,
+    mix: &Act,
+    scale: &[f32],
+    base: &[f32],
+    hc: usize,
+    dim: usize,
+    eps: f32,
+    out: &mut Act,
+) {
     match d {
-        Device::Cpu(l) => hpr::hc_pre(x.host(), pre.host(), hc, dim, out.host_mut(), l, F),
-        Device::Cuda(_) => {
-            let k = record(&hpr::cuda::KERNEL);
-            ok(
-                "hc_pre",
-                hpr::cuda::hc_pre_cuda(k, x.input(), pre.input(), hc, dim, out.output(), F),
-            );
+        Device::Cpu(l) => hpm::hc_pre_mix(x.host(), mix.host(), scale, base, hc, dim, eps, out.host_mut(), l, F),
+        Device::Cuda(c) => {
+            let (s, b) = (res!(c, scale), res!(c, base));
+            let k = record(&hpm::cuda::KERNEL);
+            let r = hpm::cuda::hc_pre_mix_cuda(k, x.input(), mix.input(), &*s, &*b, hc, dim, eps, out.output(), F);
+            ok("hc_pre_mix", r);
         }
     }
 }
