@@ -3,10 +3,9 @@
 // The most hc_fn values of a lane held in registers from before the grid wait.
 #define HELD 64
 
-// The kernel's body; HOLD: a thread a lane takes the block's first hc_fn lane into registers before the grid wait (hc_fn is never written).
+// The kernel's body after tf_grid_open, its first step the grid wait; HOLD: a thread a lane takes the block's first hc_fn lane into registers before it (hc_fn is never written).
 template <bool HOLD>
 __device__ __forceinline__ void tf_hc_mix(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
-    tf_grid_open();
     __shared__ float lanes[2 * LANES];
     __shared__ float sums[2];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
@@ -53,10 +52,12 @@ __device__ __forceinline__ void tf_hc_mix(const float* x, const float* hc_fn, fl
 }
 
 extern "C" __global__ void __launch_bounds__(512) hc_mix(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
+    tf_grid_open();
     tf_hc_mix<false>(x, hc_fn, out, rows, hc_dim, mix, eps);
 }
 
 // Decode rows: the same bits, each block's first hc_fn lane held from before the grid wait.
 extern "C" __global__ void __launch_bounds__(512, 1) hc_mix_rows(const float* x, const float* hc_fn, float* out, int rows, int hc_dim, int mix, float eps) {
+    tf_grid_open();
     tf_hc_mix<true>(x, hc_fn, out, rows, hc_dim, mix, eps);
 }
