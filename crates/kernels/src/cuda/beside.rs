@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 
-use super::device::{Gpu, driver_err as err};
+use super::device::{Gpu, driver_err as err, upload_on};
 
 /// A branch's queued work: the process stream waits for it at `join` (or when dropped).
 pub struct Branch<'a> {
@@ -36,11 +36,7 @@ impl Gpu {
 
     /// A copy of `host` that both streams may read: uploaded on the process stream, and work queued beside it from here on (when this is called inside `beside`) ordered after the copy.
     pub fn upload_shared<T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, host: &[T]) -> Result<CudaSlice<T>, String> {
-        let copy = if host.is_empty() {
-            self.stream.alloc_zeros(1).map_err(err("alloc"))?
-        } else {
-            self.stream.clone_htod(host).map_err(err("upload"))?
-        };
+        let copy = upload_on(&self.stream, host)?;
         if ON_SIDE.get() {
             let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
             let copied = self.stream.record_event(flags).map_err(err("upload"))?;

@@ -251,10 +251,7 @@ impl Gpu {
 
     /// Copies `host` to a new device buffer (one zero element when empty, so the pointer is valid).
     pub fn upload<T: DeviceRepr + ValidAsZeroBits + Unpin>(&self, host: &[T]) -> Result<CudaSlice<T>, String> {
-        if host.is_empty() {
-            return self.work().alloc_zeros(1).map_err(driver_err("alloc"));
-        }
-        self.work().clone_htod(host).map_err(driver_err("upload"))
+        upload_on(self.work(), host)
     }
 
     /// A new zeroed device buffer of `len` elements (at least one), filled on the stream without a host copy.
@@ -324,4 +321,15 @@ impl Gpu {
         self.sync()?;
         Ok((bytes * reps) as f64 / t.elapsed().as_secs_f64())
     }
+}
+
+/// `host` copied to a new buffer on `stream` (one zero element when empty, so the pointer is valid).
+pub(super) fn upload_on<T: DeviceRepr + ValidAsZeroBits + Unpin>(
+    stream: &Arc<CudaStream>,
+    host: &[T],
+) -> Result<CudaSlice<T>, String> {
+    if host.is_empty() {
+        return stream.alloc_zeros(1).map_err(driver_err("alloc"));
+    }
+    stream.clone_htod(host).map_err(driver_err("upload"))
 }

@@ -2,8 +2,9 @@
 #define MAX_HC 16
 #define SLICE 256
 
-extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
-    tf_grid_begin();
+// The collapse after the grid wait, gate(r, s) giving row r's weight of stream s (hc_pre and hc_pre_mix differ only there).
+template <typename Gate>
+__device__ __forceinline__ void tf_hc_collapse(const float* x, float* out, int rows, int hc, int dim, Gate gate) {
     __shared__ float p[MAX_HC];
     int used = hc;
 #ifdef TF_FAULT_drop_last_stream
@@ -12,7 +13,7 @@ extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, 
     int slices = (dim + SLICE - 1) / SLICE;
     for (long t = blockIdx.x; t < (long)rows * slices; t += gridDim.x) {
         int r = (int)(t / slices), lo = (int)(t % slices) * SLICE, hi = min(lo + SLICE, dim);
-        for (int s = threadIdx.x; s < hc; s += blockDim.x) p[s] = pre[(size_t)r * hc + s];
+        for (int s = threadIdx.x; s < hc; s += blockDim.x) p[s] = gate(r, s);
 #ifndef TF_FAULT_race_no_sync
         __syncthreads();
 #endif
@@ -23,4 +24,9 @@ extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, 
         }
         __syncthreads();
     }
+}
+
+extern "C" __global__ void hc_pre(const float* x, const float* pre, float* out, int rows, int hc, int dim) {
+    tf_grid_begin();
+    tf_hc_collapse(x, out, rows, hc, dim, [=](int r, int s) { return pre[(size_t)r * hc + s]; });
 }

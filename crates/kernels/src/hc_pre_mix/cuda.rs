@@ -9,7 +9,7 @@ const SLICE: usize = 256;
 
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "hc_pre_mix",
-    source: include_str!("hc_pre_mix.cu"),
+    source: concat!(include_str!("../hc_pre/hc_pre.cu"), include_str!("hc_pre_mix.cu")),
     entries: &["hc_pre_mix"],
     controls: &["race_no_sync", "drop_last_stream", "lost_pre_scale"],
     records: &[
