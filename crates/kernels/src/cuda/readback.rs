@@ -19,8 +19,10 @@ impl Gpu {
         let mut landing = self.landing.0.lock().expect("read-back buffer poisoned");
         if landing.as_ref().is_none_or(|p| p.len() < bytes) {
             *landing = None;
+            // Cached, not write-combined: the host reads these bytes, and reads of write-combined memory bypass the caches.
+            let len = bytes.next_power_of_two().max(1 << 16);
             // SAFETY: the bytes are only read after copies into them have completed (the stream is synchronised below).
-            let fresh = unsafe { self.ctx.alloc_pinned::<u8>(bytes.next_power_of_two().max(1 << 16)) };
+            let fresh = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) };
             *landing = Some(fresh.map_err(err("page-locked allocation"))?);
         }
         let base = landing
@@ -50,6 +52,7 @@ impl Gpu {
         }
         self.mark(|| format!("{} read-back copies", srcs.len()));
         self.stream.synchronize().map_err(err("waiting for a read-back"))?;
+        self.mark(|| "read-back waited".into());
         let mut at = 0;
         let out = srcs
             .iter()
