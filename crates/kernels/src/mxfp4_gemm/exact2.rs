@@ -32,6 +32,8 @@ pub(super) struct Digits {
     three: Vec<bool>,
     /// s where the digits are those of A >> s (two-digit chunks whose every A is a multiple of 2^s), else 0.
     shift: Vec<i32>,
+    /// 2^(shift - 10): the factor each chunk's integer lanes take back to the FMA chain's scale.
+    unit: Vec<f32>,
 }
 
 impl Digits {
@@ -50,6 +52,7 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         exact: Vec::with_capacity(chunks),
         three: Vec::with_capacity(chunks),
         shift: Vec::with_capacity(chunks),
+        unit: Vec::with_capacity(chunks),
     };
     let (scale, big) = (_mm256_set1_ps(512.0), _mm256_set1_epi32(MAX_A));
     for c in 0..chunks {
@@ -106,6 +109,7 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         out.exact.push(exact);
         out.three.push(shift.is_none() && most > MAX_TWO as u32);
         out.shift.push(shift.unwrap_or(0) as i32);
+        out.unit.push(2f32.powi(shift.unwrap_or(0) as i32 - 10));
         out.chunks.push(ch);
     }
     out
@@ -162,10 +166,10 @@ fn planes<const THREE: bool>(ch: &ChunkDigits, g: usize) -> Planes {
     }
 }
 
-/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): the FMA chain's bits times 2^10, the integer sum of A * W.
+/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): the integer sums of A * W (the FMA chain's bits times 2^10).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
+fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i {
     let m = _mm256_set1_epi8(0x0F);
     let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
     let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
@@ -185,13 +189,13 @@ fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
             _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(2), _mm256_set1_epi16(1))),
         );
     }
-    _mm256_cvtepi32_ps(s)
+    s
 }
 
 /// `lanes_int` by VPDPBUSD: each digit plane's four byte products a lane in one add, the same integers.
 #[inline]
 #[target_feature(enable = "avx2,fma,avxvnni")]
-fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 {
+fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i {
     let m = _mm256_set1_epi8(0x0F);
     let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
     let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
@@ -205,16 +209,16 @@ fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256 
     if THREE {
         s = _mm256_add_epi32(s, _mm256_slli_epi32::<16>(plane(_mm256_setzero_si256(), 2)));
     }
-    _mm256_cvtepi32_ps(s)
+    s
 }
 
-/// Integer lanes of chunk c of the 16 rows (digits of A >> shift; by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+/// Integer lanes of chunk c of the 16 rows (digits of A >> shift, `unit` 2^(shift - 10); by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
 #[inline(always)]
 unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
     rows: &[&[u8]; PAIRS],
     c: usize,
     ch: &ChunkDigits,
-    shift: i32,
+    unit: f32,
     t: __m256i,
     ahead: usize,
 ) -> [[__m256; 2]; 4] {
@@ -228,7 +232,7 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
         for g in 0..2 {
             let pl = planes::<THREE>(ch, g);
             for (i, ri) in r.iter_mut().enumerate() {
-                let mut four = [_mm256_setzero_ps(); 4];
+                let mut four = [_mm256_setzero_si256(); 4];
                 for (q, f) in four.iter_mut().enumerate() {
                     let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
                     let d = _mm256_loadu_si256(p as *const __m256i);
@@ -237,12 +241,31 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                         false => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
+                // Two digits: every lane and block sum lies within 2^24, so integer adds give the float adds' bits.
+                let blocks = match THREE {
+                    true => quarters4(four.map(|v| _mm256_cvtepi32_ps(v))),
+                    false => _mm256_cvtepi32_ps(quarters4_int(four)),
+                };
                 // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer.
-                ri[g] = _mm256_mul_ps(quarters4(four), _mm256_set1_ps(2f32.powi(shift - 10)));
+                ri[g] = _mm256_mul_ps(blocks, _mm256_set1_ps(unit));
             }
         }
         r
     }
+}
+
+/// `quarters4` on integer lanes: the same pairs added in the same order.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn quarters4_int(v: [__m256i; 4]) -> __m256i {
+    let f = v.map(|x| _mm256_castsi256_ps(x));
+    let pair = |a: __m256, b: __m256| {
+        let (lo, hi) = (_mm256_shuffle_ps::<0x44>(a, b), _mm256_shuffle_ps::<0xEE>(a, b));
+        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(lo), _mm256_castps_si256(hi)))
+    };
+    let (u0, u1) = (pair(f[0], f[1]), pair(f[2], f[3]));
+    let (even, odd) = (_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1));
+    _mm256_add_epi32(_mm256_castps_si256(even), _mm256_castps_si256(odd))
 }
 
 /// Chunk c of the 16 rows by the FMA chain, as `chunk_int`: activations at `a`.
@@ -359,8 +382,8 @@ unsafe fn rows_body<const VNNI: bool>(
         for (c, &sa) in sa.iter().enumerate().take(chunks) {
             // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
             let r = match digits.filter(|d| c < full && d.exact[c]) {
-                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
-                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
+                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], dg.unit[c], t, ahead),
+                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], dg.unit[c], t, ahead),
                 // Chunk c's 128 activations lie inside the row (asserted on entry).
                 None => chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag),
             };
@@ -481,6 +504,24 @@ mod tests {
         let (got, want, exact) = run(&values, &bytes(22, PAIRS * k / 2), false);
         assert_eq!(exact, k / CHUNK);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn two_digit_blocks_at_their_largest_sums_give_the_fma_bits() {
+        if !available() {
+            return;
+        }
+        // Every activation 60 (the largest e4m3 below 2^15 / 512) and every weight +-6: lanes and blocks at their widest two-digit sums.
+        let k = 512;
+        let values = vec![60.0f32; k];
+        for byte in [0x77u8, 0xFF, 0x7F] {
+            let (got, want, exact) = run(&values, &vec![byte; PAIRS * k / 2], false);
+            assert_eq!(exact, k / CHUNK);
+            assert_eq!(got, want, "weight byte {byte:#x}");
+        }
+        // SAFETY: avx2 and fma were checked above.
+        let d = unsafe { digits(&layout(&values), k / CHUNK) };
+        assert!(d.three.iter().all(|&t| !t), "60 fits two digits");
     }
 
     #[test]
