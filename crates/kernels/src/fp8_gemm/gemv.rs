@@ -127,7 +127,7 @@ fn lane_acts(a: &[u16], blocks: usize) -> Vec<__m256> {
     act
 }
 
-/// One block's once-folded lane vectors (lane j + lane j + 8) for four weight rows, as `lanes8` per row.
+/// One block's once-folded lane vectors (lane j + lane j + 8) for four weight rows, as `lanes8` per row: each chunk's first halves (lanes 0..7) of the four rows, then their second halves, so few decoded vectors are live at once.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
@@ -135,18 +135,14 @@ unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
     let mut hi = [_mm256_setzero_ps(); 4];
     for chunk in 0..2 {
         let x = &act[8 * chunk..][..8];
-        for j in 0..4 {
-            // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
-            let (dl, dh) = unsafe {
-                (
-                    _mm256_loadu_si256(w[j].add(64 * chunk) as *const __m256i),
-                    _mm256_loadu_si256(w[j].add(64 * chunk + 32) as *const __m256i),
-                )
-            };
-            let (wl, wh) = (bytes4(dl), bytes4(dh));
-            for p in 0..4 {
-                lo[j] = _mm256_fmadd_ps(x[2 * p], wl[p], lo[j]);
-                hi[j] = _mm256_fmadd_ps(x[2 * p + 1], wh[p], hi[j]);
+        for (half, acc) in [&mut lo, &mut hi].into_iter().enumerate() {
+            for j in 0..4 {
+                // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
+                let d = unsafe { _mm256_loadu_si256(w[j].add(64 * chunk + 32 * half) as *const __m256i) };
+                let wv = bytes4(d);
+                for p in 0..4 {
+                    acc[j] = _mm256_fmadd_ps(x[2 * p + half], wv[p], acc[j]);
+                }
             }
         }
     }
