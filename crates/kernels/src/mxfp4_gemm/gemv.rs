@@ -217,6 +217,32 @@ mod tests {
     }
 
     #[test]
+    fn avx2_scale_decode_matches_the_table_in_plain_groups_and_beside_edge_codes() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rows: Vec<Vec<u8>> = (0..GROUP)
+            .map(|j| (0..64).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
+            .collect();
+        // Blocks 16..31 and 48..63 hold a 0 and a 255; blocks 0..15 and 32..47 only plain codes.
+        rows[3][20] = 0;
+        rows[12][50] = 255;
+        let rows_ref: [&[u8]; GROUP] = from_fn(|j| &rows[j][..]);
+        let mut swt = vec![0f32; 64 * GROUP];
+        // SAFETY: avx2 was checked above.
+        assert_eq!(unsafe { decode_scales(&rows_ref, &mut swt) }, 64);
+        for (j, r) in rows.iter().enumerate() {
+            for (kb, &c) in r.iter().enumerate() {
+                assert_eq!(
+                    swt[kb * GROUP + j].to_bits(),
+                    e8m0::TABLE[c as usize].to_bits(),
+                    "row {j} block {kb} code {c}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn plain_scale_decode_matches_the_table_or_declines() {
         if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
             return;
