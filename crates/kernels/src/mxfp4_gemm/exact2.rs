@@ -32,8 +32,6 @@ pub(super) struct Digits {
     three: Vec<bool>,
     /// s where the digits are those of A >> s (two-digit chunks whose every A is a multiple of 2^s), else 0.
     shift: Vec<i32>,
-    /// 2^(shift - 10): the factor each chunk's integer lanes take back to the FMA chain's scale.
-    unit: Vec<f32>,
 }
 
 impl Digits {
@@ -52,7 +50,6 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         exact: Vec::with_capacity(chunks),
         three: Vec::with_capacity(chunks),
         shift: Vec::with_capacity(chunks),
-        unit: Vec::with_capacity(chunks),
     };
     let (scale, big) = (_mm256_set1_ps(512.0), _mm256_set1_epi32(MAX_A));
     for c in 0..chunks {
@@ -109,7 +106,6 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         out.exact.push(exact);
         out.three.push(shift.is_none() && most > MAX_TWO as u32);
         out.shift.push(shift.unwrap_or(0) as i32);
-        out.unit.push(2f32.powi(shift.unwrap_or(0) as i32 - 10));
         out.chunks.push(ch);
     }
     out
@@ -212,13 +208,13 @@ fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i
     s
 }
 
-/// Integer lanes of chunk c of the 16 rows (digits of A >> shift, `unit` 2^(shift - 10); by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+/// Integer lanes of chunk c of the 16 rows (digits of A >> shift; by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
 #[inline(always)]
 unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
     rows: &[&[u8]; PAIRS],
     c: usize,
     ch: &ChunkDigits,
-    unit: f32,
+    shift: i32,
     t: __m256i,
     ahead: usize,
 ) -> [[__m256; 2]; 4] {
@@ -244,28 +240,17 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                 // Two digits: every lane and block sum lies within 2^24, so integer adds give the float adds' bits.
                 let blocks = match THREE {
                     true => quarters4(four.map(|v| _mm256_cvtepi32_ps(v))),
-                    false => _mm256_cvtepi32_ps(quarters4_int(four)),
+                    false => _mm256_cvtepi32_ps(_mm256_castps_si256(quarters4_by(
+                        four.map(|v| _mm256_castsi256_ps(v)),
+                        |a, b| _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))),
+                    ))),
                 };
-                // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer.
-                ri[g] = _mm256_mul_ps(blocks, _mm256_set1_ps(unit));
+                // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer (s is 0 to 3, so the power is built from its exponent bits).
+                ri[g] = _mm256_mul_ps(blocks, _mm256_set1_ps(f32::from_bits(((shift + 117) as u32) << 23)));
             }
         }
         r
     }
-}
-
-/// `quarters4` on integer lanes: the same pairs added in the same order.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn quarters4_int(v: [__m256i; 4]) -> __m256i {
-    let f = v.map(|x| _mm256_castsi256_ps(x));
-    let pair = |a: __m256, b: __m256| {
-        let (lo, hi) = (_mm256_shuffle_ps::<0x44>(a, b), _mm256_shuffle_ps::<0xEE>(a, b));
-        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(lo), _mm256_castps_si256(hi)))
-    };
-    let (u0, u1) = (pair(f[0], f[1]), pair(f[2], f[3]));
-    let (even, odd) = (_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1));
-    _mm256_add_epi32(_mm256_castps_si256(even), _mm256_castps_si256(odd))
 }
 
 /// Chunk c of the 16 rows by the FMA chain, as `chunk_int`: activations at `a`.
@@ -311,15 +296,22 @@ unsafe fn lanes_fma(a: *const u16, bytes: &[u8; CHUNK_BYTES], mag: __m256) -> [_
 #[inline]
 #[target_feature(enable = "avx2")]
 fn quarters4(v: [__m256; 4]) -> __m256 {
-    let u0 = _mm256_add_ps(
+    quarters4_by(v, |a, b| _mm256_add_ps(a, b))
+}
+
+/// `quarters4` with `add` for its adds (integer lanes pass an integer add on the same bits).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn quarters4_by(v: [__m256; 4], add: impl Fn(__m256, __m256) -> __m256) -> __m256 {
+    let u0 = add(
         _mm256_shuffle_ps::<0x44>(v[0], v[1]),
         _mm256_shuffle_ps::<0xEE>(v[0], v[1]),
     );
-    let u1 = _mm256_add_ps(
+    let u1 = add(
         _mm256_shuffle_ps::<0x44>(v[2], v[3]),
         _mm256_shuffle_ps::<0xEE>(v[2], v[3]),
     );
-    _mm256_add_ps(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
+    add(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
 }
 
 /// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j].
@@ -382,8 +374,8 @@ unsafe fn rows_body<const VNNI: bool>(
         for (c, &sa) in sa.iter().enumerate().take(chunks) {
             // r[i][g], half b: block 2g + b of columns 4i..4i + 3.
             let r = match digits.filter(|d| c < full && d.exact[c]) {
-                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], dg.unit[c], t, ahead),
-                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], dg.unit[c], t, ahead),
+                Some(dg) if dg.three[c] => chunk_int::<true, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
+                Some(dg) => chunk_int::<false, VNNI>(rows, c, &dg.chunks[c], dg.shift[c], t, ahead),
                 // Chunk c's 128 activations lie inside the row (asserted on entry).
                 None => chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag),
             };
