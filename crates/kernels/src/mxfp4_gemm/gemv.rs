@@ -18,6 +18,9 @@ const SCALES_AHEAD: usize = 2;
 /// Bytes ahead in each row's stream that a pass asks the cache for.
 const AHEAD: usize = 1024;
 
+/// `AHEAD` for the AVX2 GEMV, whose 16 streams' lines then stay in L1 beside the digit planes until read.
+const AHEAD_AVX2: usize = 512;
+
 /// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
 const PAGE: usize = 4096;
 
@@ -133,8 +136,8 @@ pub unsafe fn gemv_avx2(
     // SAFETY: as above, AVX-VNNI checked where used; both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {
-            true => exact2::rows_avx2_vnni(a, sa, digits, swt, rows, k, AHEAD),
-            false => exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD),
+            true => exact2::rows_avx2_vnni(a, sa, digits, swt, rows, k, AHEAD_AVX2),
+            false => exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD_AVX2),
         }
     };
     streamed(w, w_scale, k, cols, out, decode, rows);
