@@ -28,8 +28,8 @@ pub unsafe fn gemv_avx512(
     // SAFETY: each load reads one 64-byte static row.
     let top = [0, 1, 2].map(|p| unsafe { _mm512_loadu_si512(TO_TOP[p].as_ptr() as *const __m512i) });
     // SAFETY: block kb of the activations exists (asserted above); `streamed` hands whole (or padded) weight blocks.
-    let inner = |kb: usize, wb: &[*const u8; 4]| reduce4(unsafe { block4(a.as_ptr().add(kb * BLOCK), wb, &top) });
-    streamed(sa, w, w_scale, k, cols, out, inner);
+    let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4(a.as_ptr().add(kb * BLOCK), wb, &top) };
+    streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4(t));
 }
 
 /// Columns `cols` of one activation row against `w`, as `rows_avx2` per column; the activations are decoded once a call.
@@ -47,21 +47,23 @@ pub unsafe fn gemv_avx2(
     assert!(a.len() >= blocks * BLOCK);
     let act = lane_acts(a, blocks);
     // SAFETY: `act` holds 16 vectors a block; `streamed` hands whole (or padded) weight blocks.
-    let inner = |kb: usize, wb: &[*const u8; 4]| reduce4x8(unsafe { block4_avx2(&act[16 * kb..][..16], wb) });
-    streamed(sa, w, w_scale, k, cols, out, inner);
+    let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4_avx2(&act[16 * kb..][..16], wb) };
+    streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4x8(t));
 }
 
-/// The passes of both GEMVs: stream j walks columns j * quarter.. in order, and `inner(kb, blocks)` gives block kb's four lane sums.
+/// The passes of both GEMVs: stream j walks columns j * quarter.. in order; `lanes(kb, blocks)` gives block kb's four rows of lanes and `reduce` their four sums.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn streamed(
+fn streamed<T: Copy>(
     sa: &[f32],
     w: &[u8],
     w_scale: &[u8],
     k: usize,
     cols: Range<usize>,
     out: &mut [f32],
-    inner: impl Fn(usize, &[*const u8; 4]) -> __m128,
+    lanes: impl Fn(usize, &[*const u8; 4]) -> T,
+    reduce: impl Fn(T) -> __m128,
 ) {
     let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
     let len = cols.len();
@@ -86,6 +88,8 @@ fn streamed(
             }
         }
         let mut acc = _mm_setzero_ps();
+        // The previous block's lanes and scales: its sums are reduced after this block's lanes are issued, so their latency hides.
+        let mut held = None;
         for (kb, &sa) in sa.iter().enumerate().take(blocks) {
             let wb = block_ptrs(&rows, kb, full, k, &mut pad);
             for p in wb {
@@ -93,7 +97,12 @@ fn streamed(
             }
             // SAFETY: swd holds four scales a block.
             let sw = unsafe { _mm_loadu_ps(swd.as_ptr().add(4 * kb)) };
-            acc = _mm_fmadd_ps(inner(kb, &wb), _mm_mul_ps(_mm_set1_ps(sa), sw), acc);
+            if let Some((t, s)) = held.replace((lanes(kb, &wb), _mm_mul_ps(_mm_set1_ps(sa), sw))) {
+                acc = _mm_fmadd_ps(reduce(t), s, acc);
+            }
+        }
+        if let Some((t, s)) = held {
+            acc = _mm_fmadd_ps(reduce(t), s, acc);
         }
         let mut four = [0f32; 4];
         // SAFETY: four floats.
