@@ -225,9 +225,13 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
             _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(c * CHUNK_BYTES + ahead) as *const i8);
         }
         let mut r = [[_mm256_setzero_ps(); 2]; 4];
+        // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer (s is 0 to 3, so the power is built from its exponent bits).
+        let scale = _mm256_set1_ps(f32::from_bits(((shift + 117) as u32) << 23));
+        // The previous group's lanes and its place in r: summed after this group's lanes are issued, so the sums' latency hides.
+        let mut held = None;
         for g in 0..2 {
             let pl = planes::<THREE>(ch, g);
-            for (i, ri) in r.iter_mut().enumerate() {
+            for i in 0..4 {
                 let mut four = [_mm256_setzero_si256(); 4];
                 for (q, f) in four.iter_mut().enumerate() {
                     let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
@@ -237,19 +241,32 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                         false => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
-                // Two digits: every lane and block sum lies within 2^24, so integer adds give the float adds' bits.
-                let blocks = match THREE {
-                    true => quarters4(four.map(|v| _mm256_cvtepi32_ps(v))),
-                    false => _mm256_cvtepi32_ps(_mm256_castps_si256(quarters4_by(
-                        four.map(|v| _mm256_castsi256_ps(v)),
-                        |a, b| _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))),
-                    ))),
-                };
-                // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer (s is 0 to 3, so the power is built from its exponent bits).
-                ri[g] = _mm256_mul_ps(blocks, _mm256_set1_ps(f32::from_bits(((shift + 117) as u32) << 23)));
+                if let Some((lanes, i, g)) = held.replace((four, i, g)) {
+                    r[i][g] = block_sums::<THREE>(lanes, scale);
+                }
             }
         }
+        if let Some((lanes, i, g)) = held {
+            r[i][g] = block_sums::<THREE>(lanes, scale);
+        }
         r
+    }
+}
+
+/// Block sums of four columns' lanes (half b, lane i: block 2g + b of column 4i'.. + i), times `scale`.
+#[inline(always)]
+unsafe fn block_sums<const THREE: bool>(four: [__m256i; 4], scale: __m256) -> __m256 {
+    // SAFETY: the caller enabled AVX2.
+    unsafe {
+        // Two digits: every lane and block sum lies within 2^24, so integer adds give the float adds' bits.
+        let blocks = match THREE {
+            true => quarters4(four.map(|v| _mm256_cvtepi32_ps(v))),
+            false => _mm256_cvtepi32_ps(_mm256_castps_si256(quarters4_by(
+                four.map(|v| _mm256_castsi256_ps(v)),
+                |a, b| _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))),
+            ))),
+        };
+        _mm256_mul_ps(blocks, scale)
     }
 }
 
