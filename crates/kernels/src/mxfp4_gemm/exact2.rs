@@ -241,19 +241,19 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                         false => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
-                if let Some((lanes, i, g)) = held.replace((four, i, g)) {
-                    r[i][g] = block_sums::<THREE>(lanes, scale);
+                if let Some((lanes, pi, pg)) = held.replace((four, i, g)) {
+                    r[pi][pg] = block_sums::<THREE>(lanes, scale);
                 }
             }
         }
-        if let Some((lanes, i, g)) = held {
-            r[i][g] = block_sums::<THREE>(lanes, scale);
+        if let Some((lanes, pi, pg)) = held {
+            r[pi][pg] = block_sums::<THREE>(lanes, scale);
         }
         r
     }
 }
 
-/// Block sums of four columns' lanes (half b, lane i: block 2g + b of column 4i'.. + i), times `scale`.
+/// Block sums of the lanes of four columns, times `scale`: half b, lane q is block b of the halves' pair in column q.
 #[inline(always)]
 unsafe fn block_sums<const THREE: bool>(four: [__m256i; 4], scale: __m256) -> __m256 {
     // SAFETY: the caller enabled AVX2.
