@@ -16,13 +16,15 @@ const MAX_A: i32 = 448 * 512;
 /// Largest |A| whose balanced third digit is 0 (A + 0x8080 stays within two bytes).
 const MAX_TWO: i32 = 0x7F7F;
 
-/// One chunk's activations as balanced s8 digits (A >> s = d0 + 256 d1 + 65536 d2) and its lanes' weight offsets.
+/// One chunk's activations as balanced s8 digits (A >> s = d0 + 256 d1 + 65536 d2) and the weight offsets of its lanes and blocks.
 #[repr(C, align(32))]
 pub(super) struct ChunkDigits {
     /// Plane p, half h, byte 4l + j: digit p of element 8l + 2j + h (the word's nibble 2j + h).
     d: [[[i8; 64]; 2]; 3],
     /// Lane l: -12 times the sum of its eight A (the weights enter as W + 12, unsigned).
     offset: [i32; 16],
+    /// Word 8g + 4b + q: the offset of block 2g + b (its four lanes' offsets), once for each of four columns.
+    block_offset: [i32; 16],
 }
 
 /// Digits of every chunk of one activation row, and which chunks take the integer path and with how many digits.
@@ -56,6 +58,7 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
         let mut ch = ChunkDigits {
             d: [[[0; 64]; 2]; 3],
             offset: [0; 16],
+            block_offset: [0; 16],
         };
         let zero = _mm256_setzero_si256();
         let (mut bad, mut top, mut or) = (zero, zero, zero);
@@ -86,8 +89,14 @@ pub(super) unsafe fn digits(a: &[u16], chunks: usize) -> Digits {
             let aq = aq.map(|v| _mm256_sra_epi32(v, s));
             let sum = aq.iter().fold(zero, |s, &v| _mm256_add_epi32(s, v));
             let offset = _mm256_mullo_epi32(sum, _mm256_set1_epi32(-12));
-            // SAFETY: 8 ints at lane 8g.
-            unsafe { _mm256_storeu_si256(ch.offset.as_mut_ptr().add(8 * g) as *mut __m256i, offset) };
+            // Each 128-bit half's four lanes summed into all four words.
+            let pairs = _mm256_add_epi32(offset, _mm256_shuffle_epi32::<0x4E>(offset));
+            let blocks = _mm256_add_epi32(pairs, _mm256_shuffle_epi32::<0xB1>(pairs));
+            // SAFETY: 8 ints at lane 8g of each.
+            unsafe {
+                _mm256_storeu_si256(ch.offset.as_mut_ptr().add(8 * g) as *mut __m256i, offset);
+                _mm256_storeu_si256(ch.block_offset.as_mut_ptr().add(8 * g) as *mut __m256i, blocks);
+            }
             // Byte p of A + 0x808080 is balanced digit p plus 128.
             let biased: [__m256i; 8] = from_fn(|q| _mm256_add_epi32(aq[q], _mm256_set1_epi32(0x80_8080)));
             for (p, plane) in ch.d.iter_mut().enumerate() {
@@ -136,7 +145,7 @@ fn weight_table() -> [u8; 32] {
     from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
 }
 
-/// One chunk's digit planes and lane offsets at lane 8g, loaded once for every column.
+/// One chunk's digit planes and offsets at lane 8g, loaded once for every column: the lanes' for three digits, the blocks' for two.
 struct Planes {
     d: [[__m256i; 2]; 3],
     offset: __m256i,
@@ -157,12 +166,15 @@ fn planes<const THREE: bool>(ch: &ChunkDigits, g: usize) -> Planes {
     };
     Planes {
         d: [[load(0, 0), load(0, 1)], [load(1, 0), load(1, 1)], third],
-        // SAFETY: 8 ints at lane 8g.
-        offset: unsafe { _mm256_load_si256(ch.offset.as_ptr().add(8 * g) as *const __m256i) },
+        // SAFETY: 8 ints at lane 8g of either.
+        offset: unsafe {
+            let offset = if THREE { &ch.offset } else { &ch.block_offset };
+            _mm256_load_si256(offset.as_ptr().add(8 * g) as *const __m256i)
+        },
     }
 }
 
-/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): the integer sums of A * W (the FMA chain's bits times 2^10).
+/// Lanes 8g..8g+7 of one row's chunk (`d` its 32 bytes there, `pl` the chunk's planes there): integer sums of A * W (the FMA chain's bits times 2^10), for two digits less the lanes' offsets.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i {
@@ -176,10 +188,12 @@ fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i 
             _mm256_maddubs_epi16(hi, pl.d[p][1]),
         )
     };
-    let mut s = pl.offset;
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(0), _mm256_set1_epi16(1)));
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(plane(1), _mm256_set1_epi16(256)));
+    let mut s = _mm256_add_epi32(
+        _mm256_madd_epi16(plane(0), _mm256_set1_epi16(1)),
+        _mm256_madd_epi16(plane(1), _mm256_set1_epi16(256)),
+    );
     if THREE {
+        s = _mm256_add_epi32(s, pl.offset);
         s = _mm256_add_epi32(
             s,
             _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(2), _mm256_set1_epi16(1))),
@@ -198,10 +212,8 @@ fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i
     let plane = |init: __m256i, p: usize| {
         _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(init, lo, pl.d[p][0]), hi, pl.d[p][1])
     };
-    let mut s = _mm256_add_epi32(
-        plane(pl.offset, 0),
-        _mm256_slli_epi32::<8>(plane(_mm256_setzero_si256(), 1)),
-    );
+    let init = if THREE { pl.offset } else { _mm256_setzero_si256() };
+    let mut s = _mm256_add_epi32(plane(init, 0), _mm256_slli_epi32::<8>(plane(_mm256_setzero_si256(), 1)));
     if THREE {
         s = _mm256_add_epi32(s, _mm256_slli_epi32::<16>(plane(_mm256_setzero_si256(), 2)));
     }
@@ -227,7 +239,7 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
         let mut r = [[_mm256_setzero_ps(); 2]; 4];
         // Scaling by 2^(s-10) after the sums is exact: every lane is 0 or an integer (s is 0 to 3, so the power is built from its exponent bits).
         let scale = _mm256_set1_ps(f32::from_bits(((shift + 117) as u32) << 23));
-        // The previous group's lanes and its place in r: summed after this group's lanes are issued, so the sums' latency hides.
+        // The previous group's lanes, its place in r and its planes' offsets: summed after this group's lanes are issued, so the sums' latency hides.
         let mut held = None;
         for g in 0..2 {
             let pl = planes::<THREE>(ch, g);
@@ -241,30 +253,32 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                         false => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
-                if let Some((lanes, pi, pg)) = held.replace((four, i, g)) {
-                    r[pi][pg] = block_sums::<THREE>(lanes, scale);
+                if let Some((lanes, pi, pg, offset)) = held.replace((four, i, g, pl.offset)) {
+                    r[pi][pg] = block_sums::<THREE>(lanes, offset, scale);
                 }
             }
         }
-        if let Some((lanes, pi, pg)) = held {
-            r[pi][pg] = block_sums::<THREE>(lanes, scale);
+        if let Some((lanes, pi, pg, offset)) = held {
+            r[pi][pg] = block_sums::<THREE>(lanes, offset, scale);
         }
         r
     }
 }
 
-/// Block sums of the lanes of four columns, times `scale`: half b, lane q is block b of the halves' pair in column q.
+/// Block sums of the lanes of four columns, times `scale`: half b, lane q is block b of the halves' pair in column q; two-digit blocks add `offset`, their blocks' offsets.
 #[inline(always)]
-unsafe fn block_sums<const THREE: bool>(four: [__m256i; 4], scale: __m256) -> __m256 {
+unsafe fn block_sums<const THREE: bool>(four: [__m256i; 4], offset: __m256i, scale: __m256) -> __m256 {
     // SAFETY: the caller enabled AVX2.
     unsafe {
-        // Two digits: every lane and block sum lies within 2^24, so integer adds give the float adds' bits.
+        // Two digits: each block's sum with its offset lies within 2^24 and every partial within i32, so integer adds give the float adds' bits.
         let blocks = match THREE {
             true => quarters4(four.map(|v| _mm256_cvtepi32_ps(v))),
-            false => _mm256_cvtepi32_ps(_mm256_castps_si256(quarters4_by(
-                four.map(|v| _mm256_castsi256_ps(v)),
-                |a, b| _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))),
-            ))),
+            false => {
+                let sums = quarters4_by(four.map(|v| _mm256_castsi256_ps(v)), |a, b| {
+                    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)))
+                });
+                _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_castps_si256(sums), offset))
+            }
         };
         _mm256_mul_ps(blocks, scale)
     }
