@@ -323,6 +323,19 @@ unsafe fn lanes_fma(a: *const u16, bytes: &[u8; CHUNK_BYTES], mag: __m256) -> [_
     [lo, hi]
 }
 
+/// Byte p of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn plain_scale(v: __m256i, p: usize) -> __m256 {
+    let bits = match p {
+        0 => _mm256_slli_epi32::<23>(v),
+        1 => _mm256_slli_epi32::<15>(v),
+        2 => _mm256_slli_epi32::<7>(v),
+        _ => _mm256_srli_epi32::<1>(v),
+    };
+    _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(0x7F80_0000)))
+}
+
 /// Block inners of four columns' lane vectors: half b, lane i is (l0 + l2) + (l1 + l3) of `v[i]`'s half b.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -345,7 +358,7 @@ fn quarters4_by(v: [__m256; 4], add: impl Fn(__m256, __m256) -> __m256) -> __m25
     add(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
 }
 
-/// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j].
+/// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j], or when `coded` by the scale of the code in byte kb % 4 of word (kb / 4) * 16 + j (as `plain_codes_avx2` writes them).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn rows_avx2(
@@ -353,12 +366,13 @@ pub(super) unsafe fn rows_avx2(
     sa: &[f32],
     digits: Option<&Digits>,
     swt: &[f32],
+    coded: bool,
     rows: &[&[u8]; PAIRS],
     k: usize,
     ahead: usize,
 ) -> [f32; PAIRS] {
     // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { rows_body::<false>(a, sa, digits, swt, rows, k, ahead) }
+    unsafe { rows_body::<false>(a, sa, digits, swt, coded, rows, k, ahead) }
 }
 
 /// `rows_avx2` with the integer lanes by VPDPBUSD: the same bits.
@@ -369,12 +383,13 @@ pub(super) unsafe fn rows_avx2_vnni(
     sa: &[f32],
     digits: Option<&Digits>,
     swt: &[f32],
+    coded: bool,
     rows: &[&[u8]; PAIRS],
     k: usize,
     ahead: usize,
 ) -> [f32; PAIRS] {
     // SAFETY: AVX2, FMA and AVX-VNNI are enabled here.
-    unsafe { rows_body::<true>(a, sa, digits, swt, rows, k, ahead) }
+    unsafe { rows_body::<true>(a, sa, digits, swt, coded, rows, k, ahead) }
 }
 
 /// `rows_avx2`'s body, inlined into callers whose features cover AVX2, FMA and, when VNNI, AVX-VNNI.
@@ -385,6 +400,7 @@ unsafe fn rows_body<const VNNI: bool>(
     sa: &[f32],
     digits: Option<&Digits>,
     swt: &[f32],
+    coded: bool,
     rows: &[&[u8]; PAIRS],
     k: usize,
     ahead: usize,
@@ -392,7 +408,8 @@ unsafe fn rows_body<const VNNI: bool>(
     // SAFETY: the caller enabled AVX2 and FMA (and AVX-VNNI when VNNI); every read is checked or asserted below.
     unsafe {
         let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
-        assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= blocks * GROUP);
+        let words = if coded { chunks * GROUP } else { blocks * GROUP };
+        assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= words);
         assert!(rows.iter().all(|r| r.len() == k / 2) && digits.is_none_or(|d| d.chunks.len() >= full));
         let tw = weight_table();
         // 32 bytes; 8 floats.
@@ -411,6 +428,11 @@ unsafe fn rows_body<const VNNI: bool>(
                 None => chunk_fma(a.as_ptr().add(c * CHUNK), rows, c, mag),
             };
             let s = _mm256_set1_ps(sa);
+            // Columns 8h..8h + 7's codes of chunk c when coded (swt then holds 16 words a chunk, asserted on entry).
+            let codes = match coded {
+                true => [0, 8].map(|h| _mm256_loadu_si256(swt.as_ptr().add(c * GROUP + h) as *const __m256i)),
+                false => [_mm256_setzero_si256(); 2],
+            };
             for (h, acc) in acc.iter_mut().enumerate() {
                 for (g, (&r0, &r1)) in r[2 * h].iter().zip(&r[2 * h + 1]).enumerate() {
                     let per_block = [
@@ -420,8 +442,11 @@ unsafe fn rows_body<const VNNI: bool>(
                     for (b, inner) in per_block.into_iter().enumerate() {
                         let kb = 4 * c + 2 * g + b;
                         if kb < blocks {
-                            // swt holds `blocks` rows of 16 (asserted on entry).
-                            let sw = _mm256_loadu_ps(swt.as_ptr().add(kb * GROUP + 8 * h));
+                            // Uncoded, swt holds `blocks` rows of 16 (asserted on entry).
+                            let sw = match coded {
+                                true => plain_scale(codes[h], 2 * g + b),
+                                false => _mm256_loadu_ps(swt.as_ptr().add(kb * GROUP + 8 * h)),
+                            };
                             *acc = _mm256_fmadd_ps(inner, _mm256_mul_ps(s, sw), *acc);
                         }
                     }
@@ -465,16 +490,16 @@ mod tests {
                 d.exact.iter_mut().for_each(|e| *e = true);
                 d.three.iter_mut().for_each(|t| *t = true);
             }
-            let got = rows_avx2(&a, &sa, Some(&d), &swt, &rows, k, 1024);
-            let want = rows_avx2(&a, &sa, None, &swt, &rows, k, 1024);
+            let got = rows_avx2(&a, &sa, Some(&d), &swt, false, &rows, k, 1024);
+            let want = rows_avx2(&a, &sa, None, &swt, false, &rows, k, 1024);
             if is_x86_feature_detected!("avxvnni") {
-                let vnni = rows_avx2_vnni(&a, &sa, Some(&d), &swt, &rows, k, 1024);
+                let vnni = rows_avx2_vnni(&a, &sa, Some(&d), &swt, false, &rows, k, 1024);
                 assert_eq!(
                     vnni.map(f32::to_bits),
                     got.map(f32::to_bits),
                     "VPDPBUSD lanes against VPMADDUBSW lanes"
                 );
-                let chain = rows_avx2_vnni(&a, &sa, None, &swt, &rows, k, 1024);
+                let chain = rows_avx2_vnni(&a, &sa, None, &swt, false, &rows, k, 1024);
                 assert_eq!(chain.map(f32::to_bits), want.map(f32::to_bits));
             }
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();

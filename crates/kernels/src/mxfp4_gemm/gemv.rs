@@ -8,7 +8,7 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::{BLOCK, CHUNK};
-use super::x86::{decode_scales, decode_scales_plain, plain_codes, rows_avx512};
+use super::x86::{decode_scales, decode_scales_plain, plain_codes, plain_codes_avx2, rows_avx512};
 use super::{exact, exact2};
 use crate::gemm::{GROUP, PAIRS};
 
@@ -130,14 +130,22 @@ pub unsafe fn gemv_avx2(
     // SAFETY: avx2 and fma are enabled here.
     let digits = unsafe { exact2::digits(a, k / CHUNK) };
     let digits = Some(&digits).filter(|d| d.exact_chunks() > 0);
-    // SAFETY: the callers checked avx2 and fma; the decoder checks what it reads.
-    let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe { decode_scales(rows, swt) };
+    // Whether this pass's scales are `plain_codes_avx2`' words.
+    let coded = Cell::new(false);
+    // SAFETY: the callers checked avx2 and fma; the decoders check what they read.
+    let decode = |rows: &[&[u8]; GROUP], swt: &mut [f32]| unsafe {
+        coded.set(plain_codes_avx2(rows, swt));
+        match coded.get() {
+            true => rows[0].len(),
+            false => decode_scales(rows, swt),
+        }
+    };
     let vnni = is_x86_feature_detected!("avxvnni");
     // SAFETY: as above, AVX-VNNI checked where used; both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {
-            true => exact2::rows_avx2_vnni(a, sa, digits, swt, rows, k, AHEAD_AVX2),
-            false => exact2::rows_avx2(a, sa, digits, swt, rows, k, AHEAD_AVX2),
+            true => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            false => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
         }
     };
     streamed(w, w_scale, k, cols, out, decode, rows);
@@ -217,6 +225,65 @@ mod tests {
             run(&s, SimdPath::Portable),
             "one pass decoded"
         );
+    }
+
+    #[test]
+    fn the_avx2_gemv_gives_the_portable_bits_with_coded_and_decoded_scales() {
+        use crate::Faults;
+        use crate::cpu::{CpuLaunch, SimdPath};
+        use crate::mxfp4_gemm::testdata::bytes;
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        // k 2048: 64 scale codes a row, whole 32-byte vectors, so passes without code 0 or 255 run coded.
+        let (n, k) = (40, 2048);
+        let x: Vec<f32> = bytes(1, k).iter().map(|&b| b as f32 / 64.0 - 2.0).collect();
+        let w = bytes(2, n * k / 2);
+        let mut s: Vec<u8> = bytes(3, n * k / BLOCK).iter().map(|b| 1 + b % 254).collect();
+        let run = |s: &[u8], simd| {
+            let mut out = vec![0f32; n];
+            let launch = CpuLaunch {
+                simd,
+                ..CpuLaunch::serial()
+            };
+            crate::mxfp4_gemm::mxfp4_gemm(&x, &w, s, n, k, &mut out, &launch, Faults::NONE);
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(&s, SimdPath::Avx2), run(&s, SimdPath::Portable), "every pass coded");
+        // Codes 0 and 255 in column 3 send its pass through the decoded scales; the others stay coded.
+        s[3 * k / BLOCK + 9] = 0;
+        s[3 * k / BLOCK + 40] = 255;
+        assert_eq!(run(&s, SimdPath::Avx2), run(&s, SimdPath::Portable), "one pass decoded");
+    }
+
+    #[test]
+    fn avx2_plain_codes_are_each_columns_four_codes_a_word_or_decline() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let words = |rows: &[Vec<u8>]| {
+            let refs: [&[u8]; GROUP] = from_fn(|j| &rows[j][..]);
+            let mut codes = vec![0f32; rows[0].len() * GROUP / 4];
+            // SAFETY: avx2 was checked above.
+            let plain = unsafe { plain_codes_avx2(&refs, &mut codes) };
+            plain.then(|| codes.iter().map(|c| c.to_bits()).collect::<Vec<_>>())
+        };
+        let mut rows: Vec<Vec<u8>> = (0..GROUP)
+            .map(|j| (0..64).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
+            .collect();
+        let got = words(&rows).expect("codes 1..254 in whole vectors are plain");
+        for (j, r) in rows.iter().enumerate() {
+            for c in 0..16 {
+                let want = u32::from_le_bytes(r[4 * c..][..4].try_into().expect("four codes"));
+                assert_eq!(got[16 * c + j], want, "column {j} chunk {c}");
+            }
+        }
+        let short: Vec<Vec<u8>> = rows.iter().map(|r| r[..48].to_vec()).collect();
+        assert_eq!(words(&short), None, "48 codes a row are not whole vectors");
+        for code in [0u8, 255] {
+            rows[11][61] = code;
+            assert_eq!(words(&rows), None, "code {code} must fall back");
+        }
     }
 
     #[test]

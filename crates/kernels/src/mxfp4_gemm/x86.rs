@@ -468,6 +468,74 @@ pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bo
     true
 }
 
+/// `plain_codes` on AVX2: whether the 16 scale rows are plain and a whole number of 32-byte vectors; if so `codes` gets column j's four codes of chunk c in word 16c + j.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn plain_codes_avx2(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
+    let blocks = rows[0].len();
+    if !blocks.is_multiple_of(32) || codes.len() < blocks * GROUP / 4 || rows.iter().any(|r| r.len() != blocks) {
+        return false;
+    }
+    let (mut low, mut high) = (_mm256_set1_epi8(-1), _mm256_setzero_si256());
+    for r in rows {
+        for at in (0..blocks).step_by(32) {
+            // SAFETY: at + 32 <= blocks bytes of the row (checked above).
+            let v = unsafe { _mm256_loadu_si256(r.as_ptr().add(at) as *const __m256i) };
+            low = _mm256_min_epu8(low, v);
+            high = _mm256_max_epu8(high, v);
+        }
+    }
+    let edge = _mm256_or_si256(
+        _mm256_cmpeq_epi8(low, _mm256_setzero_si256()),
+        _mm256_cmpeq_epi8(high, _mm256_set1_epi8(-1)),
+    );
+    if _mm256_testz_si256(edge, edge) == 0 {
+        return false;
+    }
+    for at in (0..blocks).step_by(32) {
+        for half in 0..2 {
+            let mut x = [_mm256_setzero_si256(); 8];
+            for (j, x) in x.iter_mut().enumerate() {
+                // SAFETY: at + 32 <= blocks bytes of every row (checked above).
+                *x = unsafe { _mm256_loadu_si256(rows[8 * half + j].as_ptr().add(at) as *const __m256i) };
+            }
+            for (c, t) in transpose8_epi32(x).into_iter().enumerate() {
+                // SAFETY: codes holds blocks / 4 chunks of 16 words (checked above).
+                unsafe {
+                    _mm256_storeu_si256(
+                        codes.as_mut_ptr().add((at / 4 + c) * GROUP + 8 * half) as *mut __m256i,
+                        t,
+                    )
+                };
+            }
+        }
+    }
+    true
+}
+
+/// Transposes 8 rows of 8 words: output row c holds word c of every input row.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8_epi32(x: [__m256i; 8]) -> [__m256i; 8] {
+    // Plain loops, not closures, so every intrinsic inlines; within each 128-bit half, words of row pairs interleave first.
+    let mut t = x;
+    for i in (0..8).step_by(2) {
+        t[i] = _mm256_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    // Then word pairs of row quads: u[c] (u[c + 4]) holds words c and c + 4 of rows 0..3 (4..7), one a 128-bit half.
+    let mut u = t;
+    for (slot, i) in [(0, 0), (2, 1), (4, 4), (6, 5)] {
+        u[slot] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[slot + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    }
+    let mut out = u;
+    for c in 0..4 {
+        out[c] = _mm256_permute2x128_si256::<0x20>(u[c], u[c + 4]);
+        out[c + 4] = _mm256_permute2x128_si256::<0x31>(u[c], u[c + 4]);
+    }
+    out
+}
+
 /// Transposes 16 rows of 16 words: output row c holds word c of every input row.
 #[inline]
 #[target_feature(enable = "avx512f")]
