@@ -192,18 +192,15 @@ mod tests {
         assert!((0..4).all(|m| st.iter().filter(|r| r.start % 4 == m).count() == PAIRS / 4));
     }
 
-    #[test]
-    fn the_gemv_gives_the_portable_bits_with_coded_and_decoded_scales() {
+    /// `simd`'s GEMV against the portable bits on [40, 2048] (64 scale codes a row, so plain passes run coded) with scale codes `code(byte)`, then with `edges` in column 3, whose pass decodes its scales.
+    fn coded_and_decoded_match_portable(simd: crate::cpu::SimdPath, code: impl Fn(u8) -> u8, edges: &[u8]) {
         use crate::Faults;
         use crate::cpu::{CpuLaunch, SimdPath};
         use crate::mxfp4_gemm::testdata::bytes;
-        if !SimdPath::available().contains(&SimdPath::Avx512) {
-            return;
-        }
         let (n, k) = (40, 2048);
         let x: Vec<f32> = bytes(1, k).iter().map(|&b| b as f32 / 64.0 - 2.0).collect();
         let w = bytes(2, n * k / 2);
-        let mut s: Vec<u8> = bytes(3, n * k / BLOCK).iter().map(|b| 118 + b % 8).collect();
+        let mut s: Vec<u8> = bytes(3, n * k / BLOCK).into_iter().map(code).collect();
         let run = |s: &[u8], simd| {
             let mut out = vec![0f32; n];
             let launch = CpuLaunch {
@@ -213,47 +210,27 @@ mod tests {
             crate::mxfp4_gemm::mxfp4_gemm(&x, &w, s, n, k, &mut out, &launch, Faults::NONE);
             out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
-        assert_eq!(
-            run(&s, SimdPath::Avx512),
-            run(&s, SimdPath::Portable),
-            "every pass coded"
-        );
-        // A code 0 in column 3 sends its pass through the decoded scales; the others stay coded.
-        s[3 * k / BLOCK + 9] = 0;
-        assert_eq!(
-            run(&s, SimdPath::Avx512),
-            run(&s, SimdPath::Portable),
-            "one pass decoded"
-        );
+        assert_eq!(run(&s, simd), run(&s, SimdPath::Portable), "every pass coded");
+        for (i, &e) in edges.iter().enumerate() {
+            s[3 * k / BLOCK + 9 + 31 * i] = e;
+        }
+        assert_eq!(run(&s, simd), run(&s, SimdPath::Portable), "one pass decoded");
+    }
+
+    #[test]
+    fn the_gemv_gives_the_portable_bits_with_coded_and_decoded_scales() {
+        use crate::cpu::SimdPath;
+        if SimdPath::available().contains(&SimdPath::Avx512) {
+            coded_and_decoded_match_portable(SimdPath::Avx512, |b| 118 + b % 8, &[0]);
+        }
     }
 
     #[test]
     fn the_avx2_gemv_gives_the_portable_bits_with_coded_and_decoded_scales() {
-        use crate::Faults;
-        use crate::cpu::{CpuLaunch, SimdPath};
-        use crate::mxfp4_gemm::testdata::bytes;
-        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
-            return;
+        use crate::cpu::SimdPath;
+        if SimdPath::available().contains(&SimdPath::Avx2) {
+            coded_and_decoded_match_portable(SimdPath::Avx2, |b| 1 + b % 254, &[0, 255]);
         }
-        // k 2048: 64 scale codes a row, whole 32-byte vectors, so passes without code 0 or 255 run coded.
-        let (n, k) = (40, 2048);
-        let x: Vec<f32> = bytes(1, k).iter().map(|&b| b as f32 / 64.0 - 2.0).collect();
-        let w = bytes(2, n * k / 2);
-        let mut s: Vec<u8> = bytes(3, n * k / BLOCK).iter().map(|b| 1 + b % 254).collect();
-        let run = |s: &[u8], simd| {
-            let mut out = vec![0f32; n];
-            let launch = CpuLaunch {
-                simd,
-                ..CpuLaunch::serial()
-            };
-            crate::mxfp4_gemm::mxfp4_gemm(&x, &w, s, n, k, &mut out, &launch, Faults::NONE);
-            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        };
-        assert_eq!(run(&s, SimdPath::Avx2), run(&s, SimdPath::Portable), "every pass coded");
-        // Codes 0 and 255 in column 3 send its pass through the decoded scales; the others stay coded.
-        s[3 * k / BLOCK + 9] = 0;
-        s[3 * k / BLOCK + 40] = 255;
-        assert_eq!(run(&s, SimdPath::Avx2), run(&s, SimdPath::Portable), "one pass decoded");
     }
 
     #[test]
