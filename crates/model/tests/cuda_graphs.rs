@@ -107,3 +107,42 @@ fn replayed_rounds_copy_no_streams_and_their_integers_once_a_part() {
     assert_eq!(x1 - x0, 0, "input streams copied into replayed graphs");
     assert_eq!(i1 - i0, 3 * 2, "positions and token ids copied once a part a round");
 }
+
+#[test]
+fn devices_dropped_beside_a_capturing_pass_leave_its_bits_alone() {
+    let open = || CudaDevice::open(0).map(Arc::new);
+    let solo = match open() {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipping devices_dropped_beside_a_capturing_pass_leave_its_bits_alone: {why}");
+            return;
+        }
+    };
+    let m = model();
+    let want = rounds(&m, &solo, 1, 6);
+    drop(solo);
+    let churned = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // Another engine's device: its weights uploaded, then freed, again and again, while this thread's fresh devices capture graphs.
+        s.spawn(|| {
+            for _ in 0..24 {
+                let d = open().expect("a second device");
+                m.upload(&Device::Cuda(d.clone())).expect("an upload");
+                drop(d);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            churned.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut i = 0;
+        while i < 2 || !churned.load(std::sync::atomic::Ordering::Relaxed) {
+            let d = open().expect("a fresh device");
+            let got = rounds(&m, &d, 1, 6);
+            assert!(
+                got == want,
+                "device {i}: logits differ from the solo run's while another device was dropped beside"
+            );
+            assert!(d.graph_launches() > 0, "device {i} replayed no graphs");
+            i += 1;
+        }
+    });
+}

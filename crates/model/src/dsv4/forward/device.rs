@@ -42,6 +42,16 @@ impl CudaDevice {
     }
 }
 
+impl Drop for CudaDevice {
+    /// Frees the weights, tables and graphs in the process stream's turn, so a capture on another thread records none of the frees.
+    fn drop(&mut self) {
+        let _turn = cuda::turn();
+        drop(std::mem::take(&mut self.resident));
+        drop(std::mem::take(self.tables.get_mut().unwrap_or_else(|p| p.into_inner())));
+        drop(std::mem::take(&mut self.replays));
+    }
+}
+
 /// What `--device` asks for: `cpu`, `cuda` (device 0) or `cuda:N`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceSpec {
