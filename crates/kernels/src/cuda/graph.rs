@@ -91,8 +91,23 @@ impl Drop for Open<'_> {
     }
 }
 
-/// The thread holding the process stream and how deep its turns nest.
-static TURN: (Mutex<(Option<ThreadId>, usize)>, Condvar) = (Mutex::new((None, 0)), Condvar::new());
+/// Who holds the process stream, how deep its turns nest, and the tickets that serve waiting threads first come, first served.
+struct TurnState {
+    owner: Option<ThreadId>,
+    depth: usize,
+    next: u64,
+    serving: u64,
+}
+
+static TURN: (Mutex<TurnState>, Condvar) = (
+    Mutex::new(TurnState {
+        owner: None,
+        depth: 0,
+        next: 0,
+        serving: 0,
+    }),
+    Condvar::new(),
+);
 
 /// The process stream held for this thread until dropped: work other threads queue waits, so a capture records only this thread's.
 pub struct Turn(());
@@ -100,29 +115,34 @@ pub struct Turn(());
 impl Drop for Turn {
     fn drop(&mut self) {
         let mut t = TURN.0.lock().expect("stream turn poisoned");
-        t.1 -= 1;
-        if t.1 == 0 {
-            t.0 = None;
+        t.depth -= 1;
+        if t.depth == 0 {
+            t.owner = None;
+            t.serving += 1;
             TURN.1.notify_all();
         }
     }
 }
 
-/// Holds the process stream for this thread (again, if it already does), waiting while another thread holds it.
+/// Holds the process stream for this thread (again, if it already does), after every thread that asked for it first.
 pub fn turn() -> Turn {
     let me = thread::current().id();
     let mut t = TURN.0.lock().expect("stream turn poisoned");
-    while t.0.is_some_and(|owner| owner != me) {
-        t = TURN.1.wait(t).expect("stream turn poisoned");
+    if t.owner != Some(me) {
+        let ticket = t.next;
+        t.next += 1;
+        while t.owner.is_some() || t.serving != ticket {
+            t = TURN.1.wait(t).expect("stream turn poisoned");
+        }
+        t.owner = Some(me);
     }
-    t.0 = Some(me);
-    t.1 += 1;
+    t.depth += 1;
     Turn(())
 }
 
 /// Whether this thread holds the process stream.
 pub fn holds_turn() -> bool {
-    TURN.0.lock().expect("stream turn poisoned").0 == Some(thread::current().id())
+    TURN.0.lock().expect("stream turn poisoned").owner == Some(thread::current().id())
 }
 
 impl Gpu {
@@ -215,8 +235,45 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+    /// Keeps this module's turn tests from running beside each other.
+    static ALONE: Mutex<()> = Mutex::new(());
+
+    /// Threads holding a ticket for the turn and not holding it yet.
+    fn waiters() -> u64 {
+        let t = TURN.0.lock().unwrap();
+        t.next - t.serving - u64::from(t.owner.is_some())
+    }
+
+    #[test]
+    fn a_waiting_thread_is_served_before_the_holder_takes_the_turn_again() {
+        let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let first = turn();
+        let waiter = {
+            let order = order.clone();
+            thread::spawn(move || {
+                let _t = turn();
+                order.lock().unwrap().push("waiter");
+            })
+        };
+        while waiters() == 0 {
+            thread::yield_now();
+        }
+        drop(first);
+        let again = turn();
+        order.lock().unwrap().push("holder again");
+        drop(again);
+        waiter.join().unwrap();
+        assert_eq!(
+            *order.lock().unwrap(),
+            ["waiter", "holder again"],
+            "the holder took the turn back past a waiting thread"
+        );
+    }
+
     #[test]
     fn turns_nest_on_one_thread_and_exclude_the_others() {
+        let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
         {
             let outer = turn();
             let inner = turn();
