@@ -72,8 +72,30 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
         let names: Vec<_> = kernels.iter().map(|k| k.name()).collect();
         return Err(anyhow!("no kernel named `{name}`; registered: {}", names.join(", ")));
     }
+    let opts = RunOptions {
+        backend,
+        only: args.only,
+        kernel: args.kernel,
+    };
+    if !kernels.iter().any(|k| opts.selects(*k)) {
+        let mut families: Vec<_> = kernels
+            .iter()
+            .flat_map(|k| std::iter::once(k.family()).chain(k.also_in().iter().copied()))
+            .collect();
+        families.sort_unstable();
+        families.dedup();
+        return Err(anyhow!(
+            "no registered kernel is in family `{}`{}; families: {}",
+            opts.only.as_deref().unwrap_or_default(),
+            opts.kernel
+                .as_deref()
+                .map(|k| format!(" and named `{k}`"))
+                .unwrap_or_default(),
+            families.join(", ")
+        ));
+    }
     if args.list {
-        for k in &kernels {
+        for k in kernels.iter().filter(|k| opts.selects(**k)) {
             let b = k.bound();
             println!(
                 "{} ({}): {} cases, {} {backend} launch records, controls [{}]; bound rel-norm {:e}, per element {:e} + {:e}|ref|: {}",
@@ -103,11 +125,6 @@ pub fn run(args: ContractArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let opts = RunOptions {
-        backend,
-        only: args.only,
-        kernel: args.kernel,
-    };
     if args.compile_only {
         if backend != Backend::Cuda {
             return Err(anyhow!("--compile-only checks CUDA kernels; add `--backend cuda`"));

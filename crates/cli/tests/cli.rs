@@ -160,6 +160,38 @@ fn cuda_contract_without_a_gpu_says_why() {
 }
 
 #[test]
+fn contract_list_keeps_to_the_chosen_family_and_kernel() {
+    let names = |args: &[&str]| -> Vec<String> {
+        let out = tensorfold(&[&["kernel-contract", "--list"], args].concat());
+        assert!(out.status.success(), "{}", text(&out));
+        let list = text(&out);
+        list.lines()
+            .filter(|l| !l.starts_with(' '))
+            .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let v41 = names(&["--only", "dsv41"]);
+    assert!(
+        v41.iter().any(|n| n == "engram_gate") && !v41.iter().any(|n| n == "fp8_gemm"),
+        "{v41:?}"
+    );
+    let v4 = names(&["--only", "dsv4"]);
+    assert!(
+        v4.iter().any(|n| n == "fp8_gemm") && !v4.iter().any(|n| n == "engram_gate"),
+        "{v4:?}"
+    );
+    assert_eq!(names(&["--kernel", "rope"]), ["rope"]);
+    for args in [&["--only", "dsv5"][..], &["--only", "dsv41", "--kernel", "fp8_gemm"]] {
+        let out = tensorfold(&[&["kernel-contract"], args].concat());
+        assert!(
+            !out.status.success() && text(&out).contains("families: dsv4, dsv41"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
 fn contract_list_shows_an_outputs_own_bound() {
     let out = tensorfold(&["kernel-contract", "--list", "--only", "dsv4"]);
     let list = text(&out);

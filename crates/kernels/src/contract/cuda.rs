@@ -89,7 +89,7 @@ impl CompileSummary {
 pub fn compile_only(kernels: &[&dyn Kernel], archs: &[u32], opts: &RunOptions, out: &mut dyn Write) -> CompileSummary {
     let start = Instant::now();
     let mut s = CompileSummary::default();
-    for kernel in kernels.iter().filter(|k| super::runner::selected(**k, opts)) {
+    for kernel in kernels.iter().filter(|k| opts.selects(**k)) {
         let Some(k) = kernel.cuda() else {
             let _ = writeln!(out, "cuda {}: unsupported", kernel.name());
             continue;

@@ -57,11 +57,14 @@ impl Summary {
     }
 }
 
-pub(super) fn selected(kernel: &dyn Kernel, opts: &RunOptions) -> bool {
-    opts.only
-        .as_deref()
-        .is_none_or(|f| f == kernel.family() || kernel.also_in().contains(&f))
-        && opts.kernel.as_deref().is_none_or(|k| k == kernel.name())
+impl RunOptions {
+    /// Whether `--only` and `--kernel` choose `kernel`.
+    pub fn selects(&self, kernel: &dyn Kernel) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|f| f == kernel.family() || kernel.also_in().contains(&f))
+            && self.kernel.as_deref().is_none_or(|k| k == kernel.name())
+    }
 }
 
 /// Checks every selected kernel, writing report lines to `out`; the caller prints `Summary::line`.
@@ -74,7 +77,7 @@ pub fn run(kernels: &[&dyn Kernel], opts: &RunOptions, findings: &KnownFindings,
         Backend::Cpu => None,
     };
     let mut limits_ms = 0;
-    for &kernel in kernels.iter().filter(|k| selected(**k, opts)) {
+    for &kernel in kernels.iter().filter(|k| opts.selects(**k)) {
         let launches = kernel.launches(backend);
         let name = kernel.name();
         if launches.is_empty() {
