@@ -371,4 +371,5 @@ fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
     assert!(has(&out, "this CPU runs portable"), "{}", text(&out));
     let v = kernels_json("fp8 gemv cached", &["--simd", "portable"]);
     assert_eq!(v["simd"], "portable", "{v}");
+    assert_eq!(v["gemv_simd"], "portable", "{v}");
 }

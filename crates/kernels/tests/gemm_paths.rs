@@ -51,10 +51,14 @@ fn launches() -> Vec<CpuLaunch> {
                     simd,
                     tile_rows,
                     split_min: 0,
+                    gemv_simd: None,
                 });
             }
         }
     }
+    // The serving defaults, with this CPU's GEMV path where it has one.
+    out.push(CpuLaunch::serial());
+    out.push(CpuLaunch::serving(2));
     out
 }
 

@@ -60,6 +60,7 @@ fn chunking_neighbours_and_threads_do_not_change_bits() {
         simd: SimdPath::Portable,
         tile_rows: 8,
         split_min: 0,
+        gemv_simd: None,
     };
     assert!(
         run(&m, &tokens, 64, Some(&neighbour), two) == whole,

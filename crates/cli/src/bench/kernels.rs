@@ -30,7 +30,7 @@ pub struct KernelsArgs {
     /// FP8 and MXFP4 weights, and the read-bandwidth buffer, in anonymous memory advised MADV_HUGEPAGE (2 MB pages, as the engine's checkpoint mappings are advised) instead of the heap's 4 KB pages.
     #[arg(long)]
     huge_pages: bool,
-    /// SIMD path of the kernels: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs).
+    /// SIMD path of every kernel, one-row GEMVs included: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs, with its GEMV default).
     #[arg(long, value_parser = simd_path)]
     simd: Option<SimdPath>,
     /// MiB the read-bandwidth yardstick sums, at the start, before, among and after each row's calls, and at the end.
@@ -80,6 +80,11 @@ struct Bench<'a> {
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = args.simd.unwrap_or_else(SimdPath::best);
+    let gemv_simd = args.simd.map_or_else(SimdPath::gemv_default, |_| None);
+    let paths = match gemv_simd {
+        Some(g) => format!("{simd} (one-row GEMVs {g})"),
+        None => simd.to_string(),
+    };
     let read_bytes = (args.read_mib as usize) << 20;
     let yardstick = ReadBuffer::new(read_bytes, args.huge_pages);
     let read_before = yardstick.best(2);
@@ -103,6 +108,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 simd,
                 tile_rows: usize::MAX,
                 split_min: 0,
+                gemv_simd,
             };
             let copies = bench.copies;
             let mut passes = vec![yardstick.pass(2)];
@@ -164,14 +170,14 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                         "paired_read_gb_per_s": r.paired_gbs, "fraction_of_paired_read": r.weight_gbs / r.paired_gbs })
             })
             .collect();
-        let out = json!({ "simd": simd.to_string(), "read_bandwidth_gb_per_s": read_gbs,
+        let out = json!({ "simd": simd.to_string(), "gemv_simd": gemv_simd.unwrap_or(simd).to_string(), "read_bandwidth_gb_per_s": read_gbs,
                           "read_bandwidth_before_gb_per_s": read_before, "read_bandwidth_after_gb_per_s": read_after,
                           "read_threads": 2, "anon_huge_page_mib": huge, "results": results });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     println!(
-        "read bandwidth: {read_gbs:.1} GB/s (2 threads summing {} MiB, best of 3; {read_before:.1} before the kernels, {read_after:.1} after); SIMD path {simd}",
+        "read bandwidth: {read_gbs:.1} GB/s (2 threads summing {} MiB, best of 3; {read_before:.1} before the kernels, {read_after:.1} after); SIMD path {paths}",
         args.read_mib
     );
     println!(

@@ -22,6 +22,7 @@ pub fn bf16_gemm(x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32], laun
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "bf16_gemm: output is not [{rows}, {n}]");
     crate::gemm::assert_simd(launch.simd);
+    crate::gemm::assert_simd(launch.simd_for(rows));
     // Planted: the K tail beyond whole chunks dropped.
     let k_used = if faults.on("drop_tail") { k / CHUNK * CHUNK } else { k };
     let xs = split_pairs(x, k, k_used);
@@ -72,7 +73,7 @@ fn columns(
                 let mr = if t1 - r >= 4 { 4 } else { 1 };
                 let x_rows: [&[f32]; 4] = std::array::from_fn(|i| &xs[(r + i.min(mr - 1)) * stride..][..stride]);
                 let w_rows: [&[u16]; PAIRS] = std::array::from_fn(|j| &w[(g0 + j).min(g1 - 1) * k..][..k]);
-                let acc = tile(launch.simd, &x_rows[..mr], &w_rows[..g1 - g0], k, by_tile);
+                let acc = tile(launch.simd_for(rows), &x_rows[..mr], &w_rows[..g1 - g0], k, by_tile);
                 for ri in 0..mr {
                     if skip_last_row && r + ri + 1 == rows {
                         continue;

@@ -57,6 +57,27 @@ impl SimdPath {
             best
         })
     }
+
+    /// The default path of one-row GEMVs where it is not `best`: AVX2 on CPUs that run each 512-bit operation as two 256-bit halves, where the AVX2 GEMVs stream weights faster.
+    pub fn gemv_default() -> Option<SimdPath> {
+        let wide = matches!(SimdPath::best(), SimdPath::Avx512 | SimdPath::Avx512Bf16);
+        (wide && halves_512() && SimdPath::available().contains(&SimdPath::Avx2)).then_some(SimdPath::Avx2)
+    }
+}
+
+/// Whether this CPU splits 512-bit operations into 256-bit halves: AMD family 19h (Zen 4; Zen 3 has no AVX-512).
+fn halves_512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        // "AuthenticAMD" as EBX, EDX, ECX.
+        let amd = (id.ebx, id.edx, id.ecx) == (0x6874_7541, 0x6974_6E65, 0x444D_4163);
+        let sig = std::arch::x86_64::__cpuid(1).eax;
+        let family = ((sig >> 8) & 0xF) + ((sig >> 20) & 0xFF);
+        return amd && family == 0x19;
+    }
+    #[allow(unreachable_code)]
+    false
 }
 
 /// Whether this CPU's VDPBF16PS costs more than the FMAs it replaces: Intel cores run it as several uops on both vector ports.
@@ -93,16 +114,36 @@ pub struct CpuLaunch {
     pub tile_rows: usize,
     /// Least work (output values, or K/16 per GEMM output) a thread must get before a kernel splits; 0 always splits.
     pub split_min: usize,
+    /// The path of one-row GEMVs where it is not `simd` (every path gives the same bits).
+    pub gemv_simd: Option<SimdPath>,
 }
 
 impl CpuLaunch {
-    /// One thread, best SIMD path, whole batch as one tile.
+    /// One thread, best SIMD path (and this CPU's GEMV default), whole batch as one tile.
     pub fn serial() -> CpuLaunch {
         CpuLaunch {
             threads: 1,
             simd: SimdPath::best(),
             tile_rows: usize::MAX,
             split_min: 0,
+            gemv_simd: SimdPath::gemv_default(),
+        }
+    }
+
+    /// `simd` for every call, one-row GEMVs included.
+    pub fn only(self, simd: SimdPath) -> CpuLaunch {
+        CpuLaunch {
+            simd,
+            gemv_simd: None,
+            ..self
+        }
+    }
+
+    /// The path of a call with `rows` activation rows.
+    pub fn simd_for(&self, rows: usize) -> SimdPath {
+        match rows {
+            1 => self.gemv_simd.unwrap_or(self.simd),
+            _ => self.simd,
         }
     }
 
@@ -134,6 +175,7 @@ impl CpuLaunch {
                         simd,
                         tile_rows,
                         split_min: 0,
+                        gemv_simd: None,
                     });
                 }
             }
@@ -149,7 +191,11 @@ impl fmt::Display for CpuLaunch {
         } else {
             self.tile_rows.to_string()
         };
-        write!(f, "threads={} simd={} tile={}", self.threads, self.simd, tile)
+        write!(f, "threads={} simd={} tile={}", self.threads, self.simd, tile)?;
+        match self.gemv_simd {
+            Some(g) => write!(f, " gemv={g}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -170,5 +216,30 @@ mod tests {
         };
         assert_eq!(always.split_threads(1), 2, "the contract's records always split");
         assert!(CpuLaunch::records().iter().all(|r| r.split_min == 0));
+    }
+
+    #[test]
+    fn one_row_calls_take_the_gemv_path_and_records_keep_theirs() {
+        let wide = CpuLaunch::serial().only(SimdPath::best());
+        let split = CpuLaunch {
+            gemv_simd: Some(SimdPath::Portable),
+            ..wide
+        };
+        assert_eq!((split.simd_for(1), split.simd_for(2)), (SimdPath::Portable, wide.simd));
+        assert_eq!((wide.simd_for(1), wide.simd_for(64)), (wide.simd, wide.simd));
+        assert_eq!(split.only(SimdPath::Portable).simd_for(1), SimdPath::Portable);
+        assert!(
+            CpuLaunch::records().iter().all(|r| r.gemv_simd.is_none()),
+            "records prove each path as named"
+        );
+        assert_eq!(CpuLaunch::serving(2).gemv_simd, SimdPath::gemv_default());
+        match SimdPath::gemv_default() {
+            Some(g) => assert!(
+                g == SimdPath::Avx2 && matches!(SimdPath::best(), SimdPath::Avx512 | SimdPath::Avx512Bf16),
+                "a GEMV default {g} beside {}",
+                SimdPath::best()
+            ),
+            None => assert!(!halves_512() || !matches!(SimdPath::best(), SimdPath::Avx512 | SimdPath::Avx512Bf16)),
+        }
     }
 }

@@ -76,6 +76,7 @@ fn shape(simd: SimdPath) -> (usize, usize) {
 /// Runs `w` on `p` into `out` ([rows, n]), threads splitting the columns.
 pub(crate) fn run_pairs<W: BlockWeights>(w: &W, p: &Problem, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
     super::assert_simd(launch.simd);
+    super::assert_simd(launch.simd_for(1));
     let threads = launch.split_threads(p.rows * p.n * w.blocks() * 8);
     par_columns(out, p.rows, p.n, threads, GROUP, |cols, view| {
         columns(w, p, cols, view, launch, faults)
@@ -113,7 +114,14 @@ fn columns<W: BlockWeights>(
             };
             let dst = &mut view[seg_start - cols.start..seg_end - cols.start];
             let keep = dst[dst.len() - 1];
-            if w.gemv(launch.simd, p.act.row(group), sa, seg_start..seg_end, dst, faults) {
+            if w.gemv(
+                launch.simd_for(1),
+                p.act.row(group),
+                sa,
+                seg_start..seg_end,
+                dst,
+                faults,
+            ) {
                 if skip_last_column && seg_end == p.n {
                     dst[dst.len() - 1] = keep;
                 }

@@ -79,6 +79,13 @@ fn streamed(
     }
 }
 
+fn tmp_ahead() -> usize {
+    std::env::var("TF_AHEAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(AHEAD)
+}
+
 /// Columns `cols` of one activation row (`a`, scales `sa`) against `w` [n, k/2] with scales [n, k/32], as `rows_avx512` per column.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub unsafe fn gemv_avx512(
@@ -109,7 +116,7 @@ pub unsafe fn gemv_avx512(
     // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
-            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD),
+            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, tmp_ahead()),
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
@@ -203,10 +210,7 @@ mod tests {
         let mut s: Vec<u8> = bytes(3, n * k / BLOCK).into_iter().map(code).collect();
         let run = |s: &[u8], simd| {
             let mut out = vec![0f32; n];
-            let launch = CpuLaunch {
-                simd,
-                ..CpuLaunch::serial()
-            };
+            let launch = CpuLaunch::serial().only(simd);
             crate::mxfp4_gemm::mxfp4_gemm(&x, &w, s, n, k, &mut out, &launch, Faults::NONE);
             out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };

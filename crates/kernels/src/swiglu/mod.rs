@@ -122,12 +122,7 @@ mod tests {
         let up: Vec<f32> = gate.iter().enumerate().map(|(i, _)| (i % 41) as f32 - 20.5).collect();
         let w = [0.75f32];
         let mut want = vec![0f32; gate.len()];
-        let launch = |simd| CpuLaunch {
-            threads: 1,
-            simd,
-            tile_rows: usize::MAX,
-            split_min: 0,
-        };
+        let launch = |simd| CpuLaunch::serial().only(simd);
         swiglu(
             &gate,
             &up,
