@@ -79,13 +79,6 @@ fn streamed(
     }
 }
 
-fn tmp_ahead() -> usize {
-    std::env::var("TF_AHEAD")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(AHEAD)
-}
-
 /// Columns `cols` of one activation row (`a`, scales `sa`) against `w` [n, k/2] with scales [n, k/32], as `rows_avx512` per column.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub unsafe fn gemv_avx512(
@@ -116,7 +109,7 @@ pub unsafe fn gemv_avx512(
     // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
-            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, tmp_ahead()),
+            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD),
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
