@@ -202,27 +202,48 @@ fn lanes_int<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i 
     s
 }
 
-/// `lanes_int` by VPDPBUSD: each digit plane's four byte products a lane in one add, the same integers.
+/// `lanes_int` by VPDPBUSD (`dp`, the form the caller's features allow): each digit plane's four byte products a lane in one add, the same integers.
+#[inline(always)]
+unsafe fn lanes_dp<const THREE: bool>(
+    d: __m256i,
+    pl: &Planes,
+    t: __m256i,
+    dp: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> __m256i {
+    // SAFETY: the caller enabled AVX2 and the features `dp` needs.
+    unsafe {
+        let m = _mm256_set1_epi8(0x0F);
+        let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
+        let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
+        let plane = |init: __m256i, p: usize| dp(dp(init, lo, pl.d[p][0]), hi, pl.d[p][1]);
+        let init = if THREE { pl.offset } else { _mm256_setzero_si256() };
+        let mut s = _mm256_add_epi32(plane(init, 0), _mm256_slli_epi32::<8>(plane(_mm256_setzero_si256(), 1)));
+        if THREE {
+            s = _mm256_add_epi32(s, _mm256_slli_epi32::<16>(plane(_mm256_setzero_si256(), 2)));
+        }
+        s
+    }
+}
+
+/// `lanes_dp` by AVX-VNNI's VPDPBUSD.
 #[inline]
 #[target_feature(enable = "avx2,fma,avxvnni")]
 fn lanes_vnni<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i {
-    let m = _mm256_set1_epi8(0x0F);
-    let lo = _mm256_shuffle_epi8(t, _mm256_and_si256(d, m));
-    let hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16::<4>(d), m));
-    let plane = |init: __m256i, p: usize| {
-        _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(init, lo, pl.d[p][0]), hi, pl.d[p][1])
-    };
-    let init = if THREE { pl.offset } else { _mm256_setzero_si256() };
-    let mut s = _mm256_add_epi32(plane(init, 0), _mm256_slli_epi32::<8>(plane(_mm256_setzero_si256(), 1)));
-    if THREE {
-        s = _mm256_add_epi32(s, _mm256_slli_epi32::<16>(plane(_mm256_setzero_si256(), 2)));
-    }
-    s
+    // SAFETY: AVX2 and AVX-VNNI are enabled here.
+    unsafe { lanes_dp::<THREE>(d, pl, t, |a, b, c| _mm256_dpbusd_avx_epi32(a, b, c)) }
 }
 
-/// Integer lanes of chunk c of the 16 rows (digits of A >> shift; by VPDPBUSD when `VNNI`, which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
+/// `lanes_dp` by AVX-512 VNNI's 256-bit VPDPBUSD.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+fn lanes_vnni512<const THREE: bool>(d: __m256i, pl: &Planes, t: __m256i) -> __m256i {
+    // SAFETY: AVX2, AVX-512 VL and VNNI are enabled here.
+    unsafe { lanes_dp::<THREE>(d, pl, t, |a, b, c| _mm256_dpbusd_epi32(a, b, c)) }
+}
+
+/// Integer lanes of chunk c of the 16 rows (digits of A >> shift; by VPDPBUSD when `VNNI` is 1 (AVX-VNNI) or 2 (AVX-512 VNNI), which the caller's features must allow): r[i][g], half b, is block 2g + b of columns 4i..4i + 3.
 #[inline(always)]
-unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
+unsafe fn chunk_int<const THREE: bool, const VNNI: u8>(
     rows: &[&[u8]; PAIRS],
     c: usize,
     ch: &ChunkDigits,
@@ -249,8 +270,9 @@ unsafe fn chunk_int<const THREE: bool, const VNNI: bool>(
                     let p = rows[4 * i + q].as_ptr().wrapping_add(c * CHUNK_BYTES + 32 * g);
                     let d = _mm256_loadu_si256(p as *const __m256i);
                     *f = match VNNI {
-                        true => lanes_vnni::<THREE>(d, &pl, t),
-                        false => lanes_int::<THREE>(d, &pl, t),
+                        1 => lanes_vnni::<THREE>(d, &pl, t),
+                        2 => lanes_vnni512::<THREE>(d, &pl, t),
+                        _ => lanes_int::<THREE>(d, &pl, t),
                     };
                 }
                 if let Some((lanes, pi, pg, offset)) = held.replace((four, i, g, pl.offset)) {
@@ -372,7 +394,7 @@ pub(super) unsafe fn rows_avx2(
     ahead: usize,
 ) -> [f32; PAIRS] {
     // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { rows_body::<false>(a, sa, digits, swt, coded, rows, k, ahead) }
+    unsafe { rows_body::<0>(a, sa, digits, swt, coded, rows, k, ahead) }
 }
 
 /// `rows_avx2` with the integer lanes by VPDPBUSD: the same bits.
@@ -389,13 +411,13 @@ pub(super) unsafe fn rows_avx2_vnni(
     ahead: usize,
 ) -> [f32; PAIRS] {
     // SAFETY: AVX2, FMA and AVX-VNNI are enabled here.
-    unsafe { rows_body::<true>(a, sa, digits, swt, coded, rows, k, ahead) }
+    unsafe { rows_body::<1>(a, sa, digits, swt, coded, rows, k, ahead) }
 }
 
-/// `rows_avx2`'s body, inlined into callers whose features cover AVX2, FMA and, when VNNI, AVX-VNNI.
+/// `rows_avx2` with the integer lanes by AVX-512 VNNI's 256-bit VPDPBUSD: the same bits.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn rows_body<const VNNI: bool>(
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn rows_avx2_vnni512(
     a: &[u16],
     sa: &[f32],
     digits: Option<&Digits>,
@@ -405,7 +427,24 @@ unsafe fn rows_body<const VNNI: bool>(
     k: usize,
     ahead: usize,
 ) -> [f32; PAIRS] {
-    // SAFETY: the caller enabled AVX2 and FMA (and AVX-VNNI when VNNI); every read is checked or asserted below.
+    // SAFETY: AVX2, FMA and AVX-512 VL and VNNI are enabled here.
+    unsafe { rows_body::<2>(a, sa, digits, swt, coded, rows, k, ahead) }
+}
+
+/// `rows_avx2`'s body, inlined into callers whose features cover AVX2, FMA and `VNNI`'s (1: AVX-VNNI, 2: AVX-512 VL and VNNI).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn rows_body<const VNNI: u8>(
+    a: &[u16],
+    sa: &[f32],
+    digits: Option<&Digits>,
+    swt: &[f32],
+    coded: bool,
+    rows: &[&[u8]; PAIRS],
+    k: usize,
+    ahead: usize,
+) -> [f32; PAIRS] {
+    // SAFETY: the caller enabled AVX2, FMA and `VNNI`'s features; every read is checked or asserted below.
     unsafe {
         let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
         let words = if coded { chunks * GROUP } else { blocks * GROUP };
@@ -471,6 +510,12 @@ mod tests {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
     }
 
+    fn vnni512() -> bool {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni")
+    }
+
     /// 16 weight rows against `values` by integer lanes (`force`: on every chunk) and by the FMA chain: (integer bits, FMA bits, exact chunks).
     fn run(values: &[f32], weights: &[u8], force: bool) -> (Vec<u32>, Vec<u32>, usize) {
         let k = values.len();
@@ -501,6 +546,14 @@ mod tests {
                 );
                 let chain = rows_avx2_vnni(&a, &sa, None, &swt, false, &rows, k, 1024);
                 assert_eq!(chain.map(f32::to_bits), want.map(f32::to_bits));
+            }
+            if vnni512() {
+                let vnni = rows_avx2_vnni512(&a, &sa, Some(&d), &swt, false, &rows, k, 1024);
+                assert_eq!(
+                    vnni.map(f32::to_bits),
+                    got.map(f32::to_bits),
+                    "AVX-512 VNNI lanes against VPMADDUBSW lanes"
+                );
             }
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
             (bits(got), bits(want), exact)

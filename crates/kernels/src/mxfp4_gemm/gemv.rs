@@ -140,12 +140,22 @@ pub unsafe fn gemv_avx2(
             false => decode_scales(rows, swt),
         }
     };
-    let vnni = is_x86_feature_detected!("avxvnni");
-    // SAFETY: as above, AVX-VNNI checked where used; both kernels check what they read.
+    let vnni = match is_x86_feature_detected!("avxvnni") {
+        true => 1,
+        false => {
+            u8::from(
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni"),
+            ) * 2
+        }
+    };
+    // SAFETY: as above, AVX-VNNI or AVX-512 VL and VNNI checked where used; the kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {
-            true => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
-            false => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            1 => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            2 => exact2::rows_avx2_vnni512(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
         }
     };
     streamed(w, w_scale, k, cols, out, decode, rows);
