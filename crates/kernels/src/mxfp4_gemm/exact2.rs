@@ -380,56 +380,46 @@ fn quarters4_by(v: [__m256; 4], add: impl Fn(__m256, __m256) -> __m256) -> __m25
     add(_mm256_shuffle_ps::<0x88>(u0, u1), _mm256_shuffle_ps::<0xDD>(u0, u1))
 }
 
-/// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j], or when `coded` by the scale of the code in byte kb % 4 of word (kb / 4) * 16 + j (as `plain_codes_avx2` writes them).
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn rows_avx2(
-    a: &[u16],
-    sa: &[f32],
-    digits: Option<&Digits>,
-    swt: &[f32],
-    coded: bool,
-    rows: &[&[u8]; PAIRS],
-    k: usize,
-    ahead: usize,
-) -> [f32; PAIRS] {
-    // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { rows_body::<0>(a, sa, digits, swt, coded, rows, k, ahead) }
+/// An entry of `rows_body::<VNNI>` compiled with `features`, which cover what that body needs.
+macro_rules! rows_entry {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vnni:literal) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name(
+            a: &[u16],
+            sa: &[f32],
+            digits: Option<&Digits>,
+            swt: &[f32],
+            coded: bool,
+            rows: &[&[u8]; PAIRS],
+            k: usize,
+            ahead: usize,
+        ) -> [f32; PAIRS] {
+            // SAFETY: the features enabled here are the body's.
+            unsafe { rows_body::<$vnni>(a, sa, digits, swt, coded, rows, k, ahead) }
+        }
+    };
 }
 
-/// `rows_avx2` with the integer lanes by VPDPBUSD: the same bits.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,avxvnni")]
-pub(super) unsafe fn rows_avx2_vnni(
-    a: &[u16],
-    sa: &[f32],
-    digits: Option<&Digits>,
-    swt: &[f32],
-    coded: bool,
-    rows: &[&[u8]; PAIRS],
-    k: usize,
-    ahead: usize,
-) -> [f32; PAIRS] {
-    // SAFETY: AVX2, FMA and AVX-VNNI are enabled here.
-    unsafe { rows_body::<1>(a, sa, digits, swt, coded, rows, k, ahead) }
-}
-
-/// `rows_avx2` with the integer lanes by AVX-512 VNNI's 256-bit VPDPBUSD: the same bits.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
-pub(super) unsafe fn rows_avx2_vnni512(
-    a: &[u16],
-    sa: &[f32],
-    digits: Option<&Digits>,
-    swt: &[f32],
-    coded: bool,
-    rows: &[&[u8]; PAIRS],
-    k: usize,
-    ahead: usize,
-) -> [f32; PAIRS] {
-    // SAFETY: AVX2, FMA and AVX-512 VL and VNNI are enabled here.
-    unsafe { rows_body::<2>(a, sa, digits, swt, coded, rows, k, ahead) }
-}
+rows_entry!(
+    /// One activation row against the 16 weight rows `rows`: integer lanes on exact chunks, the FMA chain elsewhere; block kb of column j scaled by sa[kb/4] * swt[kb * 16 + j], or when `coded` by the scale of the code in byte kb % 4 of word (kb / 4) * 16 + j (as `plain_codes_avx2` writes them).
+    rows_avx2,
+    "avx2,fma",
+    0
+);
+rows_entry!(
+    /// `rows_avx2` with the integer lanes by VPDPBUSD: the same bits.
+    rows_avx2_vnni,
+    "avx2,fma,avxvnni",
+    1
+);
+rows_entry!(
+    /// `rows_avx2` with the integer lanes by AVX-512 VNNI's 256-bit VPDPBUSD: the same bits.
+    rows_avx2_vnni512,
+    "avx2,fma,avx512f,avx512vl,avx512vnni",
+    2
+);
 
 /// `rows_avx2`'s body, inlined into callers whose features cover AVX2, FMA and `VNNI`'s (1: AVX-VNNI, 2: AVX-512 VL and VNNI).
 #[allow(clippy::too_many_arguments)]
