@@ -22,7 +22,9 @@ pub fn bf16_gemm(x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32], laun
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "bf16_gemm: output is not [{rows}, {n}]");
     crate::gemm::assert_simd(launch.simd);
-    crate::gemm::assert_simd(launch.simd_for(rows));
+    if launch.simd_for(rows) != launch.simd {
+        crate::gemm::assert_simd(launch.simd_for(rows));
+    }
     // Planted: the K tail beyond whole chunks dropped.
     let k_used = if faults.on("drop_tail") { k / CHUNK * CHUNK } else { k };
     let xs = split_pairs(x, k, k_used);

@@ -60,8 +60,11 @@ impl SimdPath {
 
     /// The default path of one-row GEMVs where it is not `best`: AVX2 on CPUs that run each 512-bit operation as two 256-bit halves, where the AVX2 GEMVs stream weights faster.
     pub fn gemv_default() -> Option<SimdPath> {
-        let wide = matches!(SimdPath::best(), SimdPath::Avx512 | SimdPath::Avx512Bf16);
-        (wide && halves_512() && SimdPath::available().contains(&SimdPath::Avx2)).then_some(SimdPath::Avx2)
+        static GEMV: OnceLock<Option<SimdPath>> = OnceLock::new();
+        *GEMV.get_or_init(|| {
+            let wide = matches!(SimdPath::best(), SimdPath::Avx512 | SimdPath::Avx512Bf16);
+            (wide && halves_512() && SimdPath::available().contains(&SimdPath::Avx2)).then_some(SimdPath::Avx2)
+        })
     }
 }
 
