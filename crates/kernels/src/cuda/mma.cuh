@@ -1,4 +1,4 @@
-// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators): bf16_gemm's here, fp8_gemm/grouped_proj/mxfp4_gemm's in mma_pipe.cuh; each output element is one fixed chain (32-wide K stages ascending, MMAs into a per-scale-block partial, one scaled add), so its bits depend on neither M, its tile nor the grid.
+// Tensor-core GEMM tiles (mma.sync m16n8k16, f32 accumulators): bf16_gemm's here, fp8_gemm/grouped_proj/mxfp4_gemm's in mma_pipe.cuh; each output element is one fixed chain (32-wide K stages ascending, MMAs into a partial per 128-block, one scaled add; FP4 weights fold their 32-block scales into the f16 values, tf_fold_mul), so its bits depend on neither M, its tile nor the grid.
 #define MMA_BM 64
 #define MMA_BN 128
 #define MMA_BK 32
@@ -80,10 +80,25 @@ __device__ __forceinline__ u32 tf_e4m3x2_to_f16x2(u32 x, u32 sel) {
     return tf_hmul2((z & 0x80008000u) | ((z >> 1) & 0x3f803f80u), 0x5c005c00u);
 }
 
-// Byte b (two e2m1 nibbles, low first) as exact f16x2: the bits placed at value * 2^-14, then times 2^14.
-__device__ __forceinline__ u32 tf_e2m1x2_to_f16x2(u32 b, int swap) {
+// Byte b (two e2m1 nibbles, low first) as f16x2: the bits placed at value * 2^-14, then times mul (tf_fold_mul's).
+__device__ __forceinline__ u32 tf_e2m1x2_to_f16x2_by(u32 b, int swap, u32 mul) {
     u32 p = swap ? ((b >> 4) & 0xfu) | ((b & 0xfu) << 16) : (b & 0xfu) | ((b & 0xf0u) << 12);
-    return tf_hmul2(((p & 0x00080008u) << 12) | ((p & 0x00070007u) << 9), 0x74007400u);
+    return tf_hmul2(((p & 0x00080008u) << 12) | ((p & 0x00070007u) << 9), mul);
+}
+
+// Byte b (two e2m1 nibbles, low first) as exact f16x2: the bits placed at value * 2^-14, then times 2^14.
+__device__ __forceinline__ u32 tf_e2m1x2_to_f16x2(u32 b, int swap) { return tf_e2m1x2_to_f16x2_by(b, swap, 0x74007400u); }
+
+// FP4 weights fold their 32-block code c into the f16 values against e, the largest code of their column's 128-block: the f16x2 multiplier 2^(14 - (e - c)) of placed words (value * 2^-14) makes value * 2^(c - e), exact unless c < e - 23 (then rounded to f16); 0 for no code (c < 0) or past 28 steps, where every value rounds to 0.
+__device__ __forceinline__ u32 tf_fold_mul(int c, int e) {
+    int d = e - c;
+    return c >= 0 && d <= 28 ? (u32)(29 - d) * 0x04000400u : 0u;
+}
+
+// The largest of the four code bytes of w (a column's 128-block; missing blocks zero).
+__device__ __forceinline__ int tf_code_max4(u32 w) {
+    u32 m = __vmaxu4(w, w >> 16);
+    return (int)(__vmaxu4(m, m >> 8) & 0xffu);
 }
 
 // f32 of the bf16 pair's low or high half.

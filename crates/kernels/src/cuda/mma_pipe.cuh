@@ -1,4 +1,4 @@
-// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a per-scale-block partial, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits, here only for unaligned FP8 weights (wg_pipe.cuh holds the entry and the deep ring).
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a partial per 128-block, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits, here only for unaligned FP8 weights (wg_pipe.cuh holds the entry and the deep ring).
 #define PIPE_RING 3
 #define PIPE_BM 128
 
@@ -163,17 +163,25 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                 }
             }
         };
-        // The weight scale of column n0 + tid at stage s (threads below MMA_BN).
+        // FP4: the largest code of the 128-block that stage s reads in scale row row (its codes past K left out).
+        auto block_max = [&](const u8* row, int s) {
+            int b0 = order(s) / 4 * 4, e = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (b0 + j < stages) e = max(e, (int)row[b0 + j]);
+            return e;
+        };
+        // The weight scale of column n0 + tid at stage s (threads below MMA_BN): FP4's is its 128-block's largest, as the weights fold their codes against it.
         auto scale = [&](int s) {
             if (s >= stages || tid >= MMA_BN) return 0.0f;
-            s = order(s);
             if constexpr (FMT == MMA_FP8)
-                return tf_e8m0_to_f32(s_src[s / 4]);
+                return tf_e8m0_to_f32(s_src[order(s) / 4]);
             else
-                return n0 + tid < n ? tf_e8m0_to_f32(s_src[s]) : 0.0f;
+                return n0 + tid < n ? tf_e8m0_to_f32((u8)block_max(s_src, s)) : 0.0f;
         };
-        // Raw codes v of a stage to f16 weight buffer buf, with the stage's column scales.
-        auto convert = [&](const uint4& v, int buf, float sc) {
+        const u8* c_src = w_scale + (size_t)min(gn, n - 1) * (k / 32);
+        // Raw codes v of stage s to f16 weight buffer buf, with the stage's column scales.
+        auto convert = [&](const uint4& v, int s, int buf, float sc) {
             u32 h[8];
             if constexpr (FMT == MMA_FP8) {
                 u32 wd[4] = {v.x, v.y, v.z, v.w};
@@ -183,8 +191,9 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                     h[2 * j + 1] = tf_e4m3x2_to_f16x2(wd[j], 0x3424u);
                 }
             } else {
-                tf_e2m1x8_to_f16x2(v.x, swap, h);
-                tf_e2m1x8_to_f16x2(v.y, swap, h + 4);
+                u32 mul = gn < n ? tf_fold_mul(c_src[order(s)], block_max(c_src, s)) : 0u;
+                tf_e2m1x8_to_f16x2_by(v.x, swap, mul, h);
+                tf_e2m1x8_to_f16x2_by(v.y, swap, mul, h + 4);
             }
             if (tid < MMA_BN) sm.ss[buf][tid] = sc;
             *(uint4*)&sm.bs[buf][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
@@ -258,19 +267,19 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
                     }
                 }
             };
-            if (FMT != MMA_FP8 || s % 4 == 0)
+            if (s % 4 == 0)
                 mmas(true);
             else
                 mmas(false);
-            if (s + 1 < stages) convert(rn, (s + 1) % 2, snext);
+            if (s + 1 < stages) convert(rn, s + 1, (s + 1) % 2, snext);
             snext = scale(s + 2);
             load_b(s + 3, rn);
 #ifdef TF_WGMMA
             // The stage's MMAs are done: partials readable, its buffers free for the refills after the next barrier.
             if constexpr (WG) tf_wg_wait0();
 #endif
-            // The partial's scaled add: per 128-block (FP8), per 32-block (FP4); the next block's first stage starts a fresh partial.
-            bool close = FMT != MMA_FP8 || (s + 1) % 4 == 0 || s + 1 == stages;
+            // The partial's scaled add, per 128-block; the next block's first stage starts a fresh partial.
+            bool close = (s + 1) % 4 == 0 || s + 1 == stages;
             if (close) {
                 if constexpr (WG) {
 #pragma unroll
@@ -297,7 +306,7 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
         issue_a(1);
         uint4 r0, r1;
         load_b(0, r0);
-        convert(r0, 0, scale(0));
+        convert(r0, 0, 0, scale(0));
         load_b(1, r0);
         load_b(2, r1);
         float snext = scale(1);

@@ -75,10 +75,19 @@ __device__ __forceinline__ int tf_fault_swap() {
 #endif
 }
 
+// FP4: the four codes of 128-block c in scale row `row` as one word (codes past `stages` 32-blocks zero).
+__device__ __forceinline__ u32 tf_codes4(const u8* row, int c, int stages) {
+    u32 v = 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+        if (4 * c + s < stages) v |= (u32)row[4 * c + s] << (8 * s);
+    return v;
+}
+
 // tf_mma_rows' shared memory, one layout for both of its row counts.
 template <int FMT>
 struct TfRowsSmem {
-    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64;
+    static constexpr int P = 1, WROW = FMT == MMA_FP8 ? 128 : 64;
     float pbuf[8][P][ROWS_MAX * ROWS_BN];
     __align__(16) u8 wst[8][ROWS_BN * WROW];
     float sws[8 * P][ROWS_BN];
@@ -89,8 +98,8 @@ struct TfRowsSmem {
 template <int FMT, bool HI, bool OPEN = false>
 __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                             const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    // Partials a chunk: one per 128-block (FP8), one per 32-block (FP4).
-    constexpr int P = FMT == MMA_FP8 ? 1 : 4;
+    // Partials a chunk: one, per 128-block.
+    constexpr int P = 1;
     // Bytes a weight row holds of a chunk, 16-byte pieces a lane loads of it, rounds loaded ahead.
     constexpr int WROW = FMT == MMA_FP8 ? 128 : 64;
     constexpr int NP = ROWS_BN * WROW / 16 / 32;
@@ -108,7 +117,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #endif
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
-    int parts = FMT == MMA_FP8 ? chunks : stages;
+    int parts = chunks;
     bool rev = tf_fault_rev();
     int swap = tf_fault_swap();
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
@@ -157,6 +166,8 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
         constexpr int NS = (8 * P * ROWS_BN + 255) / 256;
         u32 af[8][4];
         float sw_ld[NS], sa_ld;
+        // FP4: the codes of this lane's B columns ni * 8 + g in the next round's chunk.
+        u32 lc[2] = {0u, 0u};
         auto load_a = [&](int rr) {
             int r = rev ? rounds - 1 - rr : rr;
             int c = 8 * r + warp;
@@ -198,7 +209,14 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
                 sw_ld[e] = 0.0f;
                 if (rr < rounds && tid + 256 * e < 8 * P * ROWS_BN && t < parts)
                     sw_ld[e] = FMT == MMA_FP8 ? tf_e8m0_to_f32(w_scale[(size_t)((col0 + gn) / 128) * nblk + t])
-                                              : tf_e8m0_to_f32(w_scale[(size_t)gn * (k / 32) + t]);
+                                              : tf_e8m0_to_f32((u8)tf_code_max4(tf_codes4(w_scale + (size_t)gn * (k / 32), t, stages)));
+            }
+            if constexpr (FMT == MMA_FP4) {
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni) {
+                    int gn = n0 + ni * 8 + g;
+                    lc[ni] = rr < rounds && c < chunks && gn < n ? tf_codes4(w_scale + (size_t)gn * (k / 32), c, stages) : 0u;
+                }
             }
             sa_ld = 0.0f;
             if (rr < rounds && tid < ROWS_MAX * 8 && 8 * r + tid % 8 < chunks)
@@ -220,6 +238,16 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #pragma unroll
                     for (int e = 0; e < 4; ++e) part[p][ni][e] = 0.0f;
             if (c < chunks) {
+                // FP4: each 32-block's multiplier (tf_fold_mul) for this lane's two columns.
+                u32 fm[2][4];
+                if constexpr (FMT == MMA_FP4) {
+#pragma unroll
+                    for (int ni = 0; ni < 2; ++ni) {
+                        int e = tf_code_max4(lc[ni]);
+#pragma unroll
+                        for (int t = 0; t < 4; ++t) fm[ni][t] = tf_fold_mul((int)((lc[ni] >> (8 * t)) & 0xffu), e);
+                    }
+                }
                 // bw[x][mi]: fragment words of (ni, j) = (mi % 2, 2 x + mi / 2) for FP8, of (ni, 16-byte piece) = (mi % 2, 2 x + mi / 2) for FP4.
                 constexpr int NX = FMT == MMA_FP8 ? 4 : 2;
                 u32 bw[NX][4];
@@ -232,7 +260,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     if (c * 128 + 16 * j >= stages * MMA_BK) break;
-                    constexpr int PD = FMT == MMA_FP8 ? 8 : 2;
+                    constexpr int PD = 8;
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni) {
                         u32 b[2];
@@ -240,7 +268,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
                             tf_rows_e4m3x4(bw[j / 2][ni + 2 * (j % 2)], b);
                         } else {
                             u32 x = bw[j / 4][ni + 2 * ((j / 2) % 2)] >> (16 * (j % 2));
-                            b[0] = tf_e2m1x2_to_f16x2(x & 0xffu, swap), b[1] = tf_e2m1x2_to_f16x2((x >> 8) & 0xffu, swap);
+                            b[0] = tf_e2m1x2_to_f16x2_by(x & 0xffu, swap, fm[ni][j / 2]), b[1] = tf_e2m1x2_to_f16x2_by((x >> 8) & 0xffu, swap, fm[ni][j / 2]);
                         }
                         if constexpr (HI)
                             tf_mma_f16(part[j / PD][ni], af[j], b);
@@ -263,7 +291,7 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
             __syncthreads();
 #endif
-            // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
+            // The round's partials into each output, in K order: per 128-block, as tf_mma_pipe's closes; eight read ahead of their adds; warps holding no live row skip them.
             if (2 * warp < m)
 #pragma unroll
             for (int i0 = 0; i0 < 8 * P; i0 += 8) {
@@ -307,11 +335,11 @@ __device__ __forceinline__ void tf_e2m1x8_raw(u32 x, int swap, u32* h) {
     h[2] = __byte_perm(p1, 0u, 0x1404), h[3] = __byte_perm(p1, 0u, 0x3424);
 }
 
-// The e2m1 pairs of x's four bytes as the f16x2 words tf_e2m1x2_to_f16x2 makes of each (byte i to h[i]): tf_e2m1x8_raw's words times 2^14.
-__device__ __forceinline__ void tf_e2m1x8_rows(u32 x, int swap, u32* h) {
+// The e2m1 pairs of x's four bytes as the f16x2 words tf_e2m1x2_to_f16x2_by makes of each with mul (byte i to h[i]): tf_e2m1x8_raw's words times mul.
+__device__ __forceinline__ void tf_e2m1x8_rows_by(u32 x, int swap, u32 mul, u32* h) {
     tf_e2m1x8_raw(x, swap, h);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(h[i], 0x74007400u);
+    for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(h[i], mul);
 }
 
 // tf_e8m0_to_f32 by selects, no branches: the same bits.
@@ -335,8 +363,8 @@ __device__ __forceinline__ void tf_cp_wait() {
 // tf_mma_rows_lo's shared memory for up to 8 rows: each warp's ring of raw weight chunks (and, FP4, their scale bytes), a round's partials of rows 0 to 7, and scales; NB buffers of those (two where they fit beside the ring in 48 KiB, so a round needs one barrier).
 template <int FMT>
 struct TfRowsLoSmem {
-    static constexpr int P = FMT == MMA_FP8 ? 1 : 4, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : 3;
-    static constexpr int NB = FMT == MMA_FP4 ? 1 : 2;
+    static constexpr int P = 1, WROW = FMT == MMA_FP8 ? 128 : 64, RD = FMT == MMA_FP8 ? 2 : 3;
+    static constexpr int NB = 2;
     __align__(16) u8 ring[8][RD][ROWS_BN * WROW];
     __align__(16) u8 rsc[8][RD][FMT == MMA_FP8 ? 16 : ROWS_BN * 4];
     struct Parts {
@@ -362,7 +390,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #endif
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int chunks = (stages + 3) / 4, rounds = (chunks + 7) / 8;
-    int parts = FMT == MMA_FP8 ? chunks : stages;
+    int parts = chunks;
     bool rev = tf_fault_rev();
     int swap = tf_fault_swap();
     size_t wstride = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
@@ -490,11 +518,16 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
             int mi = lane / 8, row = (mi % 2) * 8 + lane % 8, v = 2 * x + mi / 2;
             tf_ldmatrix_x4(bw[x], (const u16*)&ws[row * WROW + (swz(lane % 8, v) << 4)]);
         }
+        // FP4: the chunk's scale, its columns' largest code; each 32-block's multiplier (tf_fold_mul) for this lane's two columns.
+        u32 fm[2][4];
         if constexpr (FMT == MMA_FP4) {
-            if (lane < ROWS_BN) {
-                u32 sc = *(const u32*)&sm.rsc[warp][slot][4 * lane];
+            if (lane < ROWS_BN) pt.sws[warp][lane] = tf_e8m0_sel((u8)tf_code_max4(*(const u32*)&sm.rsc[warp][slot][4 * lane]));
 #pragma unroll
-                for (int p = 0; p < P; ++p) pt.sws[warp * P + p][lane] = tf_e8m0_sel((u8)(sc >> (8 * p)));
+            for (int ni = 0; ni < 2; ++ni) {
+                u32 sc = *(const u32*)&sm.rsc[warp][slot][4 * (ni * 8 + g)];
+                int e = tf_code_max4(sc);
+#pragma unroll
+                for (int t = 0; t < 4; ++t) fm[ni][t] = tf_fold_mul((int)((sc >> (8 * t)) & 0xffu), e);
             }
         }
         // Every lane is done with the slot before it is refilled RD items on.
@@ -507,7 +540,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
             issue(it + RD, tn, rn);
         }
         if (c < chunks) {
-            // FP8: one partial over the chunk's 8 k16 steps; FP4: one a 32-wide stage (steps jj, jj + 1, the bytes of two words), stored as it closes.
+            // One partial over the chunk's 8 k16 steps (FP4: steps jj, jj + 1 from the bytes of two words, one 32-block).
             float part[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
             for (int jj = 0; jj < 8; jj += 2) {
@@ -515,7 +548,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                 u32 h[2][4];
                 if constexpr (FMT == MMA_FP4) {
 #pragma unroll
-                    for (int ni = 0; ni < 2; ++ni) tf_e2m1x8_rows(bw[jj / 4][ni + 2 * ((jj / 2) % 2)], swap, h[ni]);
+                    for (int ni = 0; ni < 2; ++ni) tf_e2m1x8_rows_by(bw[jj / 4][ni + 2 * ((jj / 2) % 2)], swap, fm[ni][jj / 2], h[ni]);
                 }
 #pragma unroll
                 for (int j = jj; j < jj + 2; ++j) {
@@ -531,18 +564,18 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                         tf_mma_f16_lo(part[ni], a, b);
                     }
                 }
-                if (FMT == MMA_FP4 || jj == 6) {
+                if (jj == 6) {
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            pt.pbuf[warp][FMT == MMA_FP8 ? 0 : jj / 2][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
+                            pt.pbuf[warp][0][g * ROWS_BN + ni * 8 + 2 * t4 + e] = part[ni][e];
                             part[ni][e] = 0.0f;
                         }
                 }
             }
-            // A chunk cut short by K (FP8): its partial as far as it goes.
-            if (FMT == MMA_FP8 && c * 128 + 128 > stages * MMA_BK) {
+            // A chunk cut short by K: its partial as far as it goes.
+            if (c * 128 + 128 > stages * MMA_BK) {
 #pragma unroll
                 for (int ni = 0; ni < 2; ++ni)
 #pragma unroll
@@ -559,7 +592,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
 #if !defined(TF_FAULT_race_no_sync) && !defined(TF_FAULT_race_rows)
         __syncthreads();
 #endif
-        // The round's partials into each output, in K order: per 128-block (FP8) or 32-block (FP4), as tf_mma_pipe's closes; RA read ahead of their adds; warps holding no live row skip them.
+        // The round's partials into each output, in K order: per 128-block, as tf_mma_pipe's closes; RA read ahead of their adds; warps holding no live row skip them.
         if (2 * warp < m) {
 #pragma unroll
             for (int i0 = 0; i0 < 8 * P; i0 += RA) {

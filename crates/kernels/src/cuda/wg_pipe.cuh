@@ -154,8 +154,6 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     scode[j] = u < subs && gn < n ? c_src[order(u)] : -1;
             }
         };
-        // FP4: whether every column this thread converted last had its scale folded into the weights (tf_e2m1x8_to_f16x2_by).
-        bool folded = false;
         // This thread's landed raw codes of stage s to f16 weight buffer buf, with the stage's column scales (scode, then refilled for stage s + 1).
         auto convert = [&](int s, int buf) {
             const u8* raw = &sm.raw[s % WG_RING][0];
@@ -188,20 +186,19 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             uint2 v4[H];
 #pragma unroll
             for (int j = 0; j < H; ++j) v4[j] = *(const uint2*)(raw + raw_off(j));
+            // A stage is one 128-block: each 32-block folds its code against the block's largest (tf_fold_mul), whose scale closes the block.
+            int e = -1;
+#pragma unroll
+            for (int j = 0; j < H; ++j) e = max(e, scode[j]);
 #pragma unroll
             for (int j = 0; j < H; ++j) {
-                u32 h[8];
-                // Codes 104..128 (2^-23..2^1): the weights times their scale stay exact f16 values, and the column's scale reads 1.
-                int c = scode[j];
-                bool fold = c >= 104 && c <= 128;
-                u32 mul = fold ? (u32)(c - 98) << 10 : 0x7400u;
-                tf_e2m1x8_to_f16x2_by(v4[j].x, swap, mul * 0x10001u, h);
-                tf_e2m1x8_to_f16x2_by(v4[j].y, swap, mul * 0x10001u, h + 4);
-                if (bc == 0) sm.ss[buf][j][bn] = fold ? 1.0f : c >= 0 ? tf_e8m0_to_f32((u8)c) : 0.0f;
-                folded = (j == 0 || folded) && (fold || c < 0);
+                u32 h[8], mul = tf_fold_mul(scode[j], e);
+                tf_e2m1x8_to_f16x2_by(v4[j].x, swap, mul, h);
+                tf_e2m1x8_to_f16x2_by(v4[j].y, swap, mul, h + 4);
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8)] = make_uint4(h[0], h[1], h[2], h[3]);
                 *(uint4*)&sm.bs[buf][j][tf_pipe_a(bn, bc / 8 + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
             }
+            if (bc == 0) sm.ss[buf][0][bn] = e >= 0 ? tf_e8m0_to_f32((u8)e) : 0.0f;
             load_scales(s + 1);
         };
         // Sub-stage j of stage s's two k16 steps into part (afresh at a scale block's first), issued and committed.
@@ -260,13 +257,8 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
             // Groups up to s + 1 have landed: stage s's activations and stage s + 1's raw codes.
             tf_cp_wait<WG_RING - 3>();
             tf_fence_async_smem();
-            // FP4: every column of stage s folded its scale (the same at every thread), so its closes need no column scales.
-            bool fast = false;
 #ifndef TF_FAULT_race_no_sync
-            if constexpr (FMT == MMA_FP8)
-                __syncthreads();
-            else
-                fast = __syncthreads_and(folded);
+            __syncthreads();
 #endif
             if constexpr (FMT == MMA_FP8) {
                 // A stage's sub-stages chain into part as one group, back to back (no branch between them, so no fence is injected); a 128-block closes after its fourth.
@@ -300,26 +292,23 @@ __device__ __forceinline__ void tf_wg_pipe_bm(TfWgSmem& sm, const u16* q, int q_
                     if (u < subs && ((u + 1) % 4 == 0 || u + 1 == subs)) close(s % 2, j, sa);
                 }
             } else {
-                // Each 32-block is its own partial: its two steps, then its close.
+                // FP4: a stage is one 128-block, its sub-stages chained into part as one group, then its close by the columns' largest scales.
+                load_sa(s * H);
+                tf_wg_arrive();
+                if ((s + 1) * H <= subs) {
 #pragma unroll
-                for (int j = 0; j < H; ++j) {
-                    int u = s * H + j;
-                    if (u < subs) {
-                        if (u % 4 == 0) load_sa(u);
-                        tf_wg_arrive();
-                        mmas(s, j, true);
-                        tf_wg_commit();
-                        if (j == 0) issue(s + WG_RING - 1);
-                        if (j == 0 && s + 1 < stages) convert(s + 1, (s + 1) % 2);
-                        tf_wg_wait0();
-                        if (fast) {
+                    for (int j = 0; j < H; ++j) mmas(s, j, j == 0);
+                    tf_wg_commit();
+                } else {
 #pragma unroll
-                            for (int i = 0; i < NACC; ++i) acc[i] = fmaf(part[i], sa[(i / 2) % 2], acc[i]);
-                        } else {
-                            close(s % 2, j, sa);
-                        }
-                    }
+                    for (int j = 0; j < H; ++j)
+                        if (s * H + j < subs) mmas(s, j, j == 0);
+                    tf_wg_commit();
                 }
+                issue(s + WG_RING - 1);
+                if (s + 1 < stages) convert(s + 1, (s + 1) % 2);
+                tf_wg_wait0();
+                close(s % 2, 0, sa);
             }
         }
         // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.

@@ -1,4 +1,4 @@
-//! CUDA `mxfp4_gemm`: activations act_quant'ed per row (fp8_gemm's quantiser), then 128- or 64-row by 128-column tensor-core tiles with K in fixed 32-blocks.
+//! CUDA `mxfp4_gemm`: activations act_quant'ed per row (fp8_gemm's quantiser), then 128- or 64-row by 128-column tensor-core tiles with K in fixed 128-blocks (32-block scales folded into the weights).
 
 use cudarc::driver::CudaSlice;
 

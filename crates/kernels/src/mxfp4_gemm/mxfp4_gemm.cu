@@ -1,4 +1,4 @@
-// mxfp4_gemm: y = act_quant(x) . W^T with MXFP4 weights (e2m1 [n, k/2], low nibble first; e8m0 [n, k/32]) on tensor cores; K in fixed 32-blocks (two MMAs, then one scaled add), so a row's bits never depend on M or the tile.
+// mxfp4_gemm: y = act_quant(x) . W^T with MXFP4 weights (e2m1 [n, k/2], low nibble first; e8m0 [n, k/32]) on tensor cores; K in fixed 128-blocks (each 32-block's scale folded into the f16 weights against the block's largest, eight MMAs, then one scaled add by that largest), so a row's bits never depend on M or the tile.
 extern "C" __global__ void mxfp4_gemm_quant(const float* x, u16* q, float* q_scale, int rows, int k) {
     tf_grid_begin();
     tf_fp8_quant_rows(x, q, q_scale, rows, k);

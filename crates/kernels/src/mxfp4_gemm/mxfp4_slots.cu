@@ -137,27 +137,27 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
 #ifdef TF_FAULT_lost_act_scale
             sa = 1.0f;
 #endif
+            // The 128-block's chain: each 32-block's weights fold their code against the column's largest (tf_fold_mul), whose scale closes it.
+            int e0 = tf_code_max4(sc0[h]), e1 = tf_code_max4(sc1[h]);
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int bi = 0; bi < 4; ++bi) {
                 int b = rev ? 3 - bi : bi;
                 if (FAST || 4 * sub + b < kb) {
-                    // Block b: column g's words (rows 0-7) and column g + 8's (rows 8-15), two k16 steps into one partial.
+                    // Block b: column g's words (rows 0-7) and column g + 8's (rows 8-15), two k16 steps.
                     u32 h0[4], h1[4];
-                    tf_e2m1x8_raw(bw[h][b / 2][2 * (b % 2)], swap, h0);
-                    tf_e2m1x8_raw(bw[h][b / 2][1 + 2 * (b % 2)], swap, h1);
-                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    tf_e2m1x8_rows_by(bw[h][b / 2][2 * (b % 2)], swap, tf_fold_mul((int)((sc0[h] >> (8 * b)) & 0xffu), e0), h0);
+                    tf_e2m1x8_rows_by(bw[h][b / 2][1 + 2 * (b % 2)], swap, tf_fold_mul((int)((sc1[h] >> (8 * b)) & 0xffu), e1), h1);
 #pragma unroll
                     for (int st = 0; st < 2; ++st) {
                         u32 af[4] = {h0[2 * st], h1[2 * st], h0[2 * st + 1], h1[2 * st + 1]};
                         u32 bf[2] = {xw[4 * b + 2 * st], xw[4 * b + 2 * st + 1]};
                         tf_mma_f16(d, af, bf);
                     }
-                    // The weights entered at value * 2^-14: the partial times 2^14 is the chain's, exactly.
-                    float sw0 = sm.e8[(sc0[h] >> (8 * b)) & 0xffu], sw1 = sm.e8[(sc1[h] >> (8 * b)) & 0xffu];
-                    acc0 = fmaf(d[0] * 16384.0f, sa * sw0, acc0);
-                    acc1 = fmaf(d[2] * 16384.0f, sa * sw1, acc1);
                 }
             }
+            acc0 = fmaf(d[0], sa * sm.e8[e0], acc0);
+            acc1 = fmaf(d[2], sa * sm.e8[e1], acc1);
         }
     }
     if (t4 == 0) {
