@@ -86,9 +86,6 @@ __device__ __forceinline__ u32 tf_e2m1x2_to_f16x2_by(u32 b, int swap, u32 mul) {
     return tf_hmul2(((p & 0x00080008u) << 12) | ((p & 0x00070007u) << 9), mul);
 }
 
-// Byte b (two e2m1 nibbles, low first) as exact f16x2: the bits placed at value * 2^-14, then times 2^14.
-__device__ __forceinline__ u32 tf_e2m1x2_to_f16x2(u32 b, int swap) { return tf_e2m1x2_to_f16x2_by(b, swap, 0x74007400u); }
-
 // FP4 weights fold their 32-block code c into the f16 values against e, the largest code of their column's 128-block: the f16x2 multiplier 2^(14 - (e - c)) of placed words (value * 2^-14) makes value * 2^(c - e), exact unless c < e - 23 (then rounded to f16); 0 for no code (c < 0) or past 28 steps, where every value rounds to 0.
 __device__ __forceinline__ u32 tf_fold_mul(int c, int e) {
     int d = e - c;

@@ -20,7 +20,7 @@ __device__ __forceinline__ void tf_mma_f16_fresh(float* d, const u32* a, const u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
-// The four bytes of x (two e2m1 nibbles each, low first) as f16x2 words: each byte's nibbles at bits 0 and 16, sign and magnitude placed at value * 2^-14, then times mul (0x74007400: tf_e2m1x2_to_f16x2's words).
+// The four bytes of x (two e2m1 nibbles each, low first) as f16x2 words: each byte's nibbles at bits 0 and 16, sign and magnitude placed at value * 2^-14, then times mul (tf_fold_mul's).
 __device__ __forceinline__ void tf_e2m1x8_to_f16x2_by(u32 x, int swap, u32 mul, u32* h) {
     u32 lo = swap ? x >> 4 : x, hi = swap ? x : x >> 4;
 #pragma unroll
@@ -31,8 +31,6 @@ __device__ __forceinline__ void tf_e2m1x8_to_f16x2_by(u32 x, int swap, u32 mul, 
         h[j] = tf_hmul2(((p << 12) | (p << 9)) & 0x8e008e00u, mul);
     }
 }
-
-__device__ __forceinline__ void tf_e2m1x8_to_f16x2(u32 x, int swap, u32* h) { tf_e2m1x8_to_f16x2_by(x, swap, 0x74007400u, h); }
 
 // 16 and 8 bytes of read-only global memory.
 __device__ __forceinline__ uint4 tf_pipe_ld16(const void* p) {
