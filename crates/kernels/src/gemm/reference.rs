@@ -70,7 +70,12 @@ pub fn fp8_codes(rng: &mut Rng, len: usize) -> Vec<u8> {
 
 /// e8m0 scale codes around 2^`center` (within ±3).
 pub fn scale_codes(rng: &mut Rng, len: usize, center: i32) -> Vec<u8> {
+    scale_codes_within(rng, len, center, 3)
+}
+
+/// e8m0 codes of random powers of two within `half` steps of 2^center.
+pub fn scale_codes_within(rng: &mut Rng, len: usize, center: i32, half: u64) -> Vec<u8> {
     (0..len)
-        .map(|_| e8m0::from_exponent(center + rng.below(7) as i32 - 3))
+        .map(|_| e8m0::from_exponent(center + rng.below(2 * half + 1) as i32 - half as i32))
         .collect()
 }

@@ -27,7 +27,7 @@ use crate::cpu::SimdPath;
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 use crate::gemm::act::ACT_BLOCK;
-use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scale_codes};
+use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scale_codes_within};
 
 pub struct Mxfp4Gemm;
 
@@ -73,13 +73,21 @@ impl Kernel for Mxfp4Gemm {
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
-        // Scales 2^-3..2^3 (`scale_lift` 8 above the usual 2^-8 centre): on sm_90a tiles some columns' scales fold into the f16 weights and some do not.
+        // Scales 2^-3..2^3 (`scale_lift` 8 above the usual 2^-8 centre); scales 22 steps apart in one 128-block (`scale_spread` 11), whose smallest enter CUDA's f16 weights as subnormals.
         .chain([Case::new(40, &[("n", 200), ("k", 256), ("scale_lift", 8)])])
+        .chain(
+            [(24, 136, 512), (5, 40, 512)]
+                .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k), ("scale_spread", 11)])),
+        )
         // On CUDA, cases marked `slots` run batches of up to 16 rows as routed slots through an expert table (slots.rs).
         .chain(
             [(17, 31, 96), (3, 257, 1056), (2, 4096, 2048)]
                 .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k), ("slots", 1)])),
         )
+        .chain([Case::new(
+            5,
+            &[("n", 40), ("k", 512), ("scale_spread", 11), ("slots", 1)],
+        )])
         .collect()
     }
 
@@ -92,7 +100,8 @@ impl Kernel for Mxfp4Gemm {
         }
         w.truncate(n * k / 2);
         let lift = case.opt("scale_lift").unwrap_or(0) as i32;
-        let s = scale_codes(rng, n * k / BLOCK, lift - 8);
+        let spread = case.opt("scale_spread").unwrap_or(3) as u64;
+        let s = scale_codes_within(rng, n * k / BLOCK, lift - 8, spread);
         vec![
             Arg::per_row("x", Buf::F32(x), k),
             Arg::shared("w", Buf::U8(w)),
