@@ -1,6 +1,6 @@
 //! The AVX-512 and AVX2 MXFP4 GEMVs over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
-use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
 use std::array::from_fn;
 use std::cell::Cell;
 use std::ops::Range;
@@ -34,8 +34,8 @@ fn streams(len: usize, row_bytes: usize) -> [Range<usize>; PAIRS] {
     from_fn(|s| start(s)..start(s + 1))
 }
 
-/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs.
-fn streamed(
+/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs; `SCALES_L2` asks for the scale rows ahead into L2 rather than L1.
+fn streamed<const SCALES_L2: bool>(
     w: &[u8],
     w_scale: &[u8],
     k: usize,
@@ -61,8 +61,14 @@ fn streamed(
         for r in &scale_rows {
             let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
             for line in (0..blocks).step_by(64) {
+                let at = next.wrapping_add(line) as *const i8;
                 // SAFETY: SSE is part of x86_64.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8) };
+                unsafe {
+                    match SCALES_L2 {
+                        true => _mm_prefetch::<_MM_HINT_T1>(at),
+                        false => _mm_prefetch::<_MM_HINT_T0>(at),
+                    }
+                }
             }
         }
         for kb in decode(&scale_rows, &mut swt)..blocks {
@@ -113,7 +119,7 @@ pub unsafe fn gemv_avx512(
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
-    streamed(w, w_scale, k, cols, out, decode, rows);
+    streamed::<false>(w, w_scale, k, cols, out, decode, rows);
 }
 
 /// Columns `cols` of one activation row against `w` on AVX2, as `pairs_avx2` per column: integer lanes where the chunk allows, 16 streams a pass.
@@ -158,7 +164,8 @@ pub unsafe fn gemv_avx2(
             _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
         }
     };
-    streamed(w, w_scale, k, cols, out, decode, rows);
+    // The 16 streams' lines and the digit planes fill L1; scale rows wait in L2.
+    streamed::<true>(w, w_scale, k, cols, out, decode, rows);
 }
 
 #[cfg(test)]
