@@ -21,10 +21,7 @@ pub fn bf16_gemm(x: &[f32], w: &[u16], n: usize, k: usize, out: &mut [f32], laun
     assert_eq!(x.len() % k, 0, "bf16_gemm: activations are not whole rows of {k}");
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "bf16_gemm: output is not [{rows}, {n}]");
-    crate::gemm::assert_simd(launch.simd);
-    if launch.simd_for(rows) != launch.simd {
-        crate::gemm::assert_simd(launch.simd_for(rows));
-    }
+    crate::gemm::assert_launch(launch);
     // Planted: the K tail beyond whole chunks dropped.
     let k_used = if faults.on("drop_tail") { k / CHUNK * CHUNK } else { k };
     let xs = split_pairs(x, k, k_used);

@@ -14,7 +14,7 @@ pub use cols::par_columns;
 pub use pool::{run_chunks, run_parts};
 pub(crate) use tiles::{BlockWeights, GROUP, PAIRS, Problem, row_panel, run_pairs};
 
-use crate::cpu::SimdPath;
+use crate::cpu::{CpuLaunch, SimdPath};
 
 /// Panics unless this CPU can run `simd` (launching an unavailable path would be undefined behaviour).
 pub fn assert_simd(simd: SimdPath) {
@@ -22,4 +22,12 @@ pub fn assert_simd(simd: SimdPath) {
         SimdPath::available().contains(&simd),
         "SIMD path {simd} is not available on this CPU"
     );
+}
+
+/// `assert_simd` for each path `launch` runs: `simd`, and the one-row GEMVs' where it differs.
+pub fn assert_launch(launch: &CpuLaunch) {
+    assert_simd(launch.simd);
+    if let Some(g) = launch.gemv_simd.filter(|&g| g != launch.simd) {
+        assert_simd(g);
+    }
 }

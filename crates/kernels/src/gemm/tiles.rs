@@ -75,10 +75,7 @@ fn shape(simd: SimdPath) -> (usize, usize) {
 
 /// Runs `w` on `p` into `out` ([rows, n]), threads splitting the columns.
 pub(crate) fn run_pairs<W: BlockWeights>(w: &W, p: &Problem, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
-    super::assert_simd(launch.simd);
-    if launch.simd_for(1) != launch.simd {
-        super::assert_simd(launch.simd_for(1));
-    }
+    super::assert_launch(launch);
     let threads = launch.split_threads(p.rows * p.n * w.blocks() * 8);
     par_columns(out, p.rows, p.n, threads, GROUP, |cols, view| {
         columns(w, p, cols, view, launch, faults)
