@@ -52,7 +52,7 @@ impl Kernel for Fp8Gemm {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash wq_a, wkv and shared-expert w2, then a long K with a short last block (the long-K rows entry).
+        // (rows, n, k): awkward sizes first (512 rows: a prompt chunk beside decode rows; 130 x 8448: 128-row tiles on 132 SMs), then V4-Flash wq_a, wkv and shared-expert w2, then a long K with a short last block (the long-K rows entry), the longest K (wo_b's) alone and beside prompt tiles.
         [
             (3, 1, 1),
             (17, 31, 257),
@@ -64,6 +64,8 @@ impl Kernel for Fp8Gemm {
             (3, 512, 4096),
             (2, 4096, 2048),
             (4, 40, 4200),
+            (1, 64, 8192),
+            (20, 48, 8192),
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
