@@ -65,6 +65,9 @@ fn streamed<T: Copy>(
     lanes: impl Fn(usize, &[*const u8; 4]) -> T,
     reduce: impl Fn(T) -> __m128,
 ) {
+    // A 64-byte-aligned frame, so the lanes' 32-byte spill slots sit where the frame puts them, never across a cache line whatever the thread's stack offset.
+    let frame = Align64([0; 64]);
+    std::hint::black_box(&frame.0);
     let (full, blocks) = (k / BLOCK, k.div_ceil(BLOCK));
     let len = cols.len();
     assert!(len > 0 && out.len() == len && sa.len() >= blocks);
@@ -114,6 +117,10 @@ fn streamed<T: Copy>(
         }
     }
 }
+
+/// Bytes that make a function's frame 64-byte aligned.
+#[repr(align(64))]
+struct Align64([u8; 64]);
 
 /// The activations of `lanes8` in the order a block uses them: vector 8 chunk + 2 p + half.
 #[target_feature(enable = "avx2,fma")]
