@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before; `--slots-warps W`: slots as a warp a tile, W warps a block) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--shapes NAME:KIND:N:K,...` times those shapes instead (KIND fp8, fp4, slots, dequant or bf16). `--long` sends every FP8 shape of up to 8 rows to `_rows_long` (one block a tile); `--cl` sends FP8 shapes of up to 4 rows with K >= 4096 to `_rows_cl` (a cluster of 4 blocks a tile) where the cubin has it. `TF_DUMP_Y=1` prints the SM clock (by a GPU sleep of known cycles) and each shape's first 14 outputs as integers (for kernels built to write timings there). `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before; `--slots-warps W`: slots as a warp a tile, W warps a block) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -113,7 +113,7 @@ def main():
     torch.cuda.init()
     torch.manual_seed(0)
     torch.zeros(1, device="cuda")
-    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8", "fp8_gemm_rows_long"])
+    fp8 = load(f"{cubins}/fp8_gemm.cubin", ["fp8_gemm_quant", "fp8_gemm", "fp8_gemm_rows"], ["fp8_gemm_rows8", "fp8_gemm_rows_long", "fp8_gemm_rows_cl"])
     fp4 = load(f"{cubins}/mxfp4_gemm.cubin", ["mxfp4_gemm_quant", "mxfp4_gemm", "mxfp4_gemm_rows", "mxfp4_gemm_slots"], ["mxfp4_gemm_rows8"])
     dq = load(f"{cubins}/dequant_gemm.cubin", ["dequant_gemm_rows"])
     bf = load(f"{cubins}/bf16_gemm.cubin", ["bf16_gemm", "bf16_gemm_rows"])
@@ -131,10 +131,14 @@ def main():
         ("dequant wo_a", "dequant", 8192, 4096),
         ("bf16 head", "bf16", 129280, 4096),
     ]
+    if "--shapes" in sys.argv:
+        shapes = [(f"{a} [{c}, {d}]", b, int(c), int(d)) for a, b, c, d in (t.split(":") for t in sys.argv[sys.argv.index("--shapes") + 1].split(","))]
     big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     copy_gbs = 2 * big.numel() / timed(lambda: torch.empty_like(big).copy_(big), reps=5, batch=2) / 1e6
     del big
     print(f"device copy {copy_gbs:.0f} GB/s (bytes read plus written)", flush=True)
+    if os.environ.get("TF_DUMP_Y"):
+        print(f"SM clock by a 20M-cycle sleep: {20e6 / timed(lambda: torch.cuda._sleep(20_000_000), reps=3, batch=1) / 1e3:.0f} MHz", flush=True)
     rows = []
     for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
         for m in ms_list:
@@ -156,6 +160,10 @@ def main():
             # Up to 8 FP8 rows with K >= 4096 take `_rows_long` where the cubin has it (as fp8_gemm/cuda.rs), one block a tile.
             if kind == "fp8" and suffix == "_rows8" and k >= 4096 and "fp8_gemm_rows_long" in fp8 and "--rows-grid" in sys.argv:
                 suffix, grid = "_rows_long", min(tiles, 65535)
+            if kind == "fp8" and m <= 8 and "fp8_gemm_rows_long" in fp8 and "--long" in sys.argv:
+                suffix, grid = "_rows_long", min(tiles, 65535)
+            if kind == "fp8" and m <= 4 and k >= 4096 and "fp8_gemm_rows_cl" in fp8 and "--cl" in sys.argv:
+                suffix, grid = "_rows_cl", 4 * min(tiles, 16383)
             if kind == "fp8":
                 w = e4m3_codes(n * k)
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
@@ -239,6 +247,8 @@ def main():
             torch.cuda.synchronize()
             rel = ((y.double() - ref).norm() / ref.norm()).item()
             y_sha = hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest()[:16]
+            if os.environ.get("TF_DUMP_Y"):
+                print(name, "y ints", y.view(-1)[:14].view(torch.int32).tolist(), flush=True)
             ms = timed(run)
             turn = iter(range(1 << 30))
             ms_rot = timed(lambda: run(ws[next(turn) % len(ws)]))
