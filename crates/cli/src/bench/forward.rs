@@ -87,6 +87,43 @@ fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize,
 struct Timeline {
     marks: Vec<(String, f64, f64)>,
     by_label: Vec<(String, f64, f64)>,
+    /// Mean microseconds between tokens: host from a step's last mark to the next step's start, GPU from a step's read-back copies to the next step's embedding.
+    between: Option<(f64, f64)>,
+}
+
+/// Marks recorded over consecutive steps, cut into steps at each `start` (marks before the first dropped), each step's times taken from its own first mark.
+fn split_steps(marks: &[Mark]) -> Vec<Vec<Mark>> {
+    let mut steps: Vec<Vec<Mark>> = Vec::new();
+    for m in marks {
+        match (m.label == "start", steps.last_mut()) {
+            (true, _) => steps.push(vec![m.clone()]),
+            (false, Some(step)) => step.push(m.clone()),
+            (false, None) => {}
+        }
+    }
+    for step in &mut steps {
+        let (h0, g0) = (step[0].host_us, step[0].gpu_us);
+        for m in step.iter_mut() {
+            m.host_us -= h0;
+            m.gpu_us -= g0;
+        }
+    }
+    steps
+}
+
+/// Mean gaps between consecutive steps of `marks` (not rebased): host from a step's last mark to the next `start`, GPU from the step's last `read-back copies` mark to the next `embedded`; None without two whole steps.
+fn between_tokens(marks: &[Mark]) -> Option<(f64, f64)> {
+    let starts: Vec<usize> = (0..marks.len()).filter(|&i| marks[i].label == "start").collect();
+    let (mut host, mut gpu, mut n) = (0.0, 0.0, 0.0);
+    for w in starts.windows(2) {
+        let (prev, next) = (&marks[w[0]..w[1]], &marks[w[1]..]);
+        let copies = prev.iter().rev().find(|m| m.label.ends_with("read-back copies"))?;
+        let embedded = next.iter().find(|m| m.label == "embedded")?;
+        host += marks[w[1]].host_us - prev.last()?.host_us;
+        gpu += embedded.gpu_us - copies.gpu_us;
+        n += 1.0;
+    }
+    (n > 0.0).then(|| (host / n, gpu / n))
 }
 
 /// The timeline of `steps` decode steps from `pos`, kernel launches marked too when `kernels`.
@@ -101,21 +138,26 @@ fn timeline(
     let Some(c) = device.cuda().filter(|_| steps > 0) else {
         return Ok(Timeline::default());
     };
-    let mut runs: Vec<Vec<Mark>> = Vec::new();
+    // One recording over every step, so the gaps between tokens are as they run.
+    cuda::record_marks(true, kernels);
+    let mut r = Ok(());
     for i in 0..steps {
-        cuda::record_marks(true, kernels);
-        let r = step(
+        r = step(
             model,
             cache,
             device,
             pos + i,
             &[(i * 17 % model.config.vocab_size) as u32],
         );
-        cuda::record_marks(false, false);
-        runs.push(c.gpu.take_marks().map_err(|e| anyhow!(e))?);
-        r?;
+        if r.is_err() {
+            break;
+        }
     }
-    let n = steps as f64;
+    cuda::record_marks(false, false);
+    let all = c.gpu.take_marks().map_err(|e| anyhow!(e))?;
+    r?;
+    let runs = split_steps(&all);
+    let n = runs.len().max(1) as f64;
     let mut by_label: Vec<(String, f64, f64)> = Vec::new();
     for run in &runs {
         for w in run.windows(2) {
@@ -131,7 +173,7 @@ fn timeline(
         }
     }
     by_label.sort_by(|a, b| b.2.total_cmp(&a.2));
-    let same = runs.windows(2).all(|w| w[0].len() == w[1].len());
+    let same = !runs.is_empty() && runs.windows(2).all(|w| w[0].len() == w[1].len());
     let marks = match same {
         true => (0..runs[0].len())
             .map(|i| {
@@ -141,7 +183,11 @@ fn timeline(
             .collect(),
         false => Vec::new(),
     };
-    Ok(Timeline { marks, by_label })
+    Ok(Timeline {
+        marks,
+        by_label,
+        between: between_tokens(&all),
+    })
 }
 
 /// CUDA graph launches so far on `device` (none on the CPU).
@@ -203,6 +249,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     )?;
     let round =
         |(label, a, b): (String, f64, f64)| json!([label, (a * 10.0).round() / 10.0, (b * 10.0).round() / 10.0]);
+    let between = marks.between;
     let by_label: Vec<_> = marks.by_label.into_iter().map(round).collect();
     let marks: Vec<_> = marks.marks.into_iter().map(round).collect();
     let per_token = args.decode_tokens.max(1) as f64;
@@ -242,6 +289,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_share_of_copy_bandwidth": copy.map(|b| token_gbs * 1e9 / b),
         "decode_timeline_host_gpu_us": marks,
         "decode_timeline_by_label_count_gpu_us": by_label,
+        "decode_timeline_between_tokens_host_gpu_us": between.map(|(h, g)| [(h * 10.0).round() / 10.0, (g * 10.0).round() / 10.0]),
     });
     if args.json {
         println!("{report}");
@@ -249,4 +297,48 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(label: &str, host_us: f64, gpu_us: f64) -> Mark {
+        Mark {
+            label: label.into(),
+            host_us,
+            gpu_us,
+        }
+    }
+
+    /// Two steps as one recording: a stray mark first, then each step's start, embedding, copies and last mark.
+    fn two_steps() -> Vec<Mark> {
+        vec![
+            mark("stray", 0.0, 0.0),
+            mark("start", 10.0, 12.0),
+            mark("embedded", 30.0, 40.0),
+            mark("12 read-back copies", 900.0, 1500.0),
+            mark("cache written", 1600.0, 1601.0),
+            mark("start", 1650.0, 1652.0),
+            mark("embedded", 1675.0, 1690.0),
+            mark("12 read-back copies", 2500.0, 3100.0),
+            mark("cache written", 3200.0, 3201.0),
+        ]
+    }
+
+    #[test]
+    fn steps_split_at_each_start_and_time_from_it() {
+        let steps = split_steps(&two_steps());
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0][0], mark("start", 0.0, 0.0));
+        assert_eq!(steps[1][1], mark("embedded", 25.0, 38.0));
+        assert!(steps.iter().all(|s| s.len() == 4));
+        assert!(split_steps(&[mark("stray", 1.0, 1.0)]).is_empty());
+    }
+
+    #[test]
+    fn gaps_between_tokens_run_from_copies_and_last_mark_to_the_next_step() {
+        assert_eq!(between_tokens(&two_steps()), Some((50.0, 190.0)));
+        assert_eq!(between_tokens(&two_steps()[..5]), None);
+    }
 }

@@ -63,6 +63,7 @@ impl Gpu {
                 v
             })
             .collect();
+        self.mark(|| "read-back copied out".into());
         Ok(out)
     }
 
