@@ -7,7 +7,8 @@ Variants: base (unchanged); noW (no weight loads: lanes make their words); noA (
 barriers); noAdd (no K-ordered adds); noPerm (weights staged unpermuted); noStage (weights not staged, kept live by a compare); D2 (weights two rounds
 ahead); noCvt (e4m3 words masked instead of converted); intCvt (the integer conversion of sm_80 on every arch); noMma (an add in place of each MMA);
 clk (block 0's thread 0 writes clock64 stamps a round, its total cycles and globaltimer nanoseconds into y[0..14], read with cuda_gemm.py's
-TF_DUMP_Y=1); noWA, noWAS, noCM, noPermA: combinations. Only timings mean anything: the outputs are wrong.
+TF_DUMP_Y=1); noWA, noWAS, noCM, noPermA: combinations. The ring path `tf_mma_rows_lo` (`_rows8`, slots): loNoW (zero-byte copies), loNoA (activations
+and scales for the first item only), loNoPerm (no in-place permute). Only timings mean anything: the outputs are wrong.
 """
 
 import shutil
@@ -25,6 +26,9 @@ V = {
  "noMma": [("                        if constexpr (HI)\n                            tf_mma_f16(part[j / PD][ni], af[j], b);\n                        else\n                            tf_mma_f16_lo(part[j / PD][ni], af[j], b);", "                        part[j / PD][ni][0] += __int_as_float((af[j][0] ^ b[0]) & 0x3fffffffu), part[j / PD][ni][1] += __int_as_float((af[j][2] ^ b[1]) & 0x3fffffffu);")],
  "noPerm": [("                *(uint4*)&ws[row * WROW + (sw << 4)] = tf_rows_permute<FMT>(wp[p]);", "                *(uint4*)&ws[row * WROW + (sw << 4)] = wp[p];")],
  "noStage": [("                *(uint4*)&ws[row * WROW + (sw << 4)] = tf_rows_permute<FMT>(wp[p]);", "                if (wp[p].x == 0x12345678u && wp[p].y == 0x9abcdef0u) *(uint4*)&ws[row * WROW + (sw << 4)] = wp[p];")],
+ "loNoW": [("                    tf_cp_async16_at(dst + poff(p), bytes > 0 ? src : w, bytes);", "                    tf_cp_async16_at(dst + poff(p), w, 0);")],
+ "loNoA": [("    auto load_a = [&](int it, int tq, int rr) {\n        bool live = it < items;", "    auto load_a = [&](int it, int tq, int rr) {\n        if (it > 0 && it < items) return;\n        bool live = it < items;")],
+ "loNoPerm": [("            *(uint4*)&ws[poff(p)] = tf_rows_permute<FMT>(*(const uint4*)&ws[poff(p)]);", "            *(uint4*)&ws[poff(p)] = *(const uint4*)&ws[poff(p)];")],
  "D2": [("constexpr int D = FMT == MMA_FP8 ? 1 : 2;", "constexpr int D = FMT == MMA_FP8 ? 2 : 2;")],
 }
 V["clk"] = [('    bool waited = !OPEN;\n    for (int tile', '    bool waited = !OPEN;\n    long long tfc0 = clock64(); unsigned long long tfg0; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tfg0)); long long tfst[12] = {0}; int tfn = 0;\n    for (int tile'), ('        load_a(0);\n        for (int rb = 0; rb < rounds; rb += D)\n#pragma unroll\n            for (int d = 0; d < D; ++d) round(rb + d, wb[d]);', '        load_a(0);\n        if (tfn < 12) tfst[tfn++] = clock64() - tfc0;\n        for (int rb = 0; rb < rounds; rb += D)\n#pragma unroll\n            for (int d = 0; d < D; ++d) { round(rb + d, wb[d]); if (tfn < 12) tfst[tfn++] = clock64() - tfc0; }'), ("    if (!waited) tf_grid_wait();\n}\n\n// x's four bytes", '    if (!waited) tf_grid_wait();\n    if (blockIdx.x == 0 && threadIdx.x == 0) { unsigned long long tfg1; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(tfg1)); y[0] = __int_as_float((int)(clock64() - tfc0)); y[1] = __int_as_float((int)(tfg1 - tfg0)); for (int i = 0; i < 12; ++i) y[2 + i] = __int_as_float((int)tfst[i]); }\n}\n\n// x\'s four bytes')]
