@@ -65,15 +65,9 @@ pub fn prompt_key(tokens: &[u32]) -> u64 {
     h
 }
 
-/// The highest logit's token, ties to the lowest id (NaN never wins).
+/// The highest logit's token, ties to the lowest id (NaN never wins): the rule `logits_argmax` runs on a device.
 pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] || logits[best].is_nan() {
-            best = i;
-        }
-    }
-    best as u32
+    tensorfold_kernels::logits_argmax::pick(logits)
 }
 
 /// Draws the token at `position` for a request keyed by `key`.

@@ -37,6 +37,7 @@ pub mod hc_post;
 pub mod hc_pre;
 pub mod hc_pre_mix;
 pub mod hc_split_sinkhorn;
+pub mod logits_argmax;
 pub mod moe_join;
 pub mod router;
 // group D: compressor, indexer, attention

@@ -36,6 +36,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::router::Router,
         &crate::hash_router::HashRouter,
         &crate::moe_join::MoeJoin,
+        &crate::logits_argmax::LogitsArgmax,
         // group D: compressor, indexer, attention
         &crate::compress::Compress,
         &crate::index_scores::IndexScores,

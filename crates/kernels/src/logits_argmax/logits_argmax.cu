@@ -1,0 +1,62 @@
+// logits_argmax: each row's greedy pick (the lowest id of the largest non-NaN logit; the last id when all are NaN) as an f32 id, one block a row (rows past the grid loop); any block size a multiple of 32.
+
+// Whether candidate (v, i) is the pick over (bv, bi), the two from disjoint ids; an id below 0 is no candidate.
+__device__ __forceinline__ bool tf_argmax_better(float v, int i, float bv, int bi) {
+    if (i < 0) return false;
+    if (bi < 0) return true;
+    bool vn = isnan(v), bn = isnan(bv);
+    if (vn != bn) {
+#ifdef TF_FAULT_nan_wins
+        return vn;
+#else
+        return bn;
+#endif
+    }
+    if (vn) return i > bi;
+    if (v != bv) return v > bv;
+#ifdef TF_FAULT_ties_to_last
+    return i > bi;
+#else
+    return i < bi;
+#endif
+}
+
+// A warp's best candidate into lane 0.
+__device__ __forceinline__ void tf_argmax_warp(float& bv, int& bi) {
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        float v = __shfl_down_sync(0xffffffffu, bv, o);
+        int i = __shfl_down_sync(0xffffffffu, bi, o);
+        if (tf_argmax_better(v, i, bv, bi)) bv = v, bi = i;
+    }
+}
+
+extern "C" __global__ void logits_argmax(const float* x, float* out, int rows, int vocab) {
+    tf_grid_begin();
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* xr = x + (size_t)r * vocab;
+        float bv = 0.0f;
+        int bi = -1;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            float v = xr[i];
+            if (tf_argmax_better(v, i, bv, bi)) bv = v, bi = i;
+        }
+        tf_argmax_warp(bv, bi);
+        if (lane == 0) sv[warp] = bv, si[warp] = bi;
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+        if (warp == 0) {
+            bv = lane < warps ? sv[lane] : 0.0f;
+            bi = lane < warps ? si[lane] : -1;
+            tf_argmax_warp(bv, bi);
+            if (lane == 0) out[r] = (float)bi;
+        }
+#ifndef TF_FAULT_race_no_sync
+        __syncthreads();
+#endif
+    }
+}
