@@ -14,7 +14,7 @@ use crate::prefix;
 use crate::request::{Event, FinishReason, GenerateParams, Phase, Priority, RequestId, Sink, Usage};
 use crate::reserve::Reservations;
 use crate::runner::Runner;
-use crate::sampler::{MAX_TOP_LOGPROBS, logprobs, prompt_key, sample};
+use crate::sampler::{LogitRows, MAX_TOP_LOGPROBS, logprobs, prompt_key};
 use crate::scheduler::{Lane, plan, preemption_victim};
 use crate::tables;
 
@@ -74,6 +74,8 @@ pub struct EngineStats {
     /// Draft tokens run through the target, and those it kept.
     pub drafted_tokens: u64,
     pub accepted_tokens: u64,
+    /// Rounds whose logit rows came back as greedy picks (every request in them greedy without log probabilities).
+    pub picked_rounds: u64,
     /// Whether a rank sharing the passes stopped, so that no pass can run (the log and request errors say which).
     pub ranks_down: bool,
 }
@@ -434,7 +436,13 @@ impl Engine {
             };
         }
         let (batch, logit_rows) = self.lay_out(&round);
-        let out = match self.runner.forward(&batch, &mut self.cache, &logit_rows) {
+        // A round whose every request draws greedily without log probabilities needs only each row's pick.
+        let picks = round.iter().all(|(id, _)| {
+            let p = &self.reqs[id].params;
+            p.sampling.temperature <= 0.0 && p.logprobs.is_none()
+        });
+        self.stats.picked_rounds += u64::from(picks);
+        let out = match self.runner.forward(&batch, &mut self.cache, &logit_rows, picks) {
             Ok(out) => out,
             Err(e) => {
                 for (id, _) in round {
@@ -449,9 +457,12 @@ impl Engine {
             let r = &self.reqs[&id];
             let start = r.fed;
             let with_logits = (r.fed..r.fed + n).filter(|&p| p + 1 >= r.prompt.len()).count();
-            let rows = &out.logits[next * vocab..(next + with_logits) * vocab];
+            let rows = match picks {
+                true => LogitRows::Picks(&out.picks[next..next + with_logits]),
+                false => LogitRows::Logits(&out.logits[next * vocab..(next + with_logits) * vocab], vocab),
+            };
             next += with_logits;
-            if self.after_rows(id, n, rows, vocab) {
+            if self.after_rows(id, n, rows) {
                 ran.push(Ran { id, start, first_row });
             }
             first_row += n;
@@ -488,7 +499,7 @@ impl Engine {
     }
 
     /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token): checks replayed tokens, verifies drafts, samples, finishes; false once it has ended.
-    fn after_rows(&mut self, id: RequestId, n: usize, rows: &[f32], vocab: usize) -> bool {
+    fn after_rows(&mut self, id: RequestId, n: usize, rows: LogitRows<'_>) -> bool {
         let r = self.reqs.get_mut(&id).expect("planned request");
         let first = r.fed;
         let known = n.min(r.total() - r.fed);
@@ -501,12 +512,7 @@ impl Engine {
             let next = pos + 1;
             let i = pos - logit_base;
             if next < r.total() && next >= r.prompt.len() {
-                let again = sample(
-                    &rows[i * vocab..(i + 1) * vocab],
-                    &r.params.sampling,
-                    r.key,
-                    next as u64,
-                );
+                let again = rows.sample(i, &r.params.sampling, r.key, next as u64);
                 if again != r.output[next - r.prompt.len()] {
                     let msg = format!(
                         "replay after preemption drew token {again} at position {next}, {} was delivered",
@@ -521,14 +527,7 @@ impl Engine {
             return true;
         }
         let last = r.fed - 1 - logit_base;
-        let tokens = verify(
-            &rows[last * vocab..],
-            vocab,
-            &drafts,
-            &r.params.sampling,
-            r.key,
-            r.total(),
-        );
+        let tokens = verify(rows.from(last), &drafts, &r.params.sampling, r.key, r.total());
         r.usage.drafted += drafts.len();
         self.stats.drafted_tokens += drafts.len() as u64;
         for (j, &token) in tokens.iter().enumerate() {
@@ -542,8 +541,11 @@ impl Engine {
             self.stats.generated_tokens += 1;
             if r.output.len() > r.delivered {
                 r.delivered = r.output.len();
-                let row = &rows[(last + j) * vocab..(last + j + 1) * vocab];
-                let logprobs = r.params.logprobs.map(|n| Box::new(logprobs(row, token, n)));
+                let row = rows.logits(last + j);
+                let logprobs = r
+                    .params
+                    .logprobs
+                    .and_then(|n| row.map(|row| Box::new(logprobs(row, token, n))));
                 (r.sink)(Event::Token {
                     id: token,
                     position: pos as u32,

@@ -12,17 +12,18 @@ use tensorfold_model::dsv4::forward::{Dsv4Model, ForwardOptions, Output};
 use tensorfold_model::dsv41::forward::Dsv41Model;
 use tensorfold_model::dsv41::forward::dspark::Draft;
 
-/// What a pass returns: logits of the rows asked for, and the output streams of every row.
+/// What a pass returns: logits of the rows asked for (or their greedy picks), and the output streams of every row.
 #[derive(Clone, Debug, Default)]
 pub struct Rows {
-    pub logits: Vec<f32>,  // [logit_rows, vocab]
+    pub logits: Vec<f32>,  // [logit_rows, vocab]; empty when picks were asked for
+    pub picks: Vec<u32>,   // [logit_rows] when asked for
     pub streams: Vec<f32>, // [rows, hc, D]
 }
 
 /// A model the engine can drive.
 pub trait Runner: Send {
-    /// Logits `[logit_rows.len(), vocab]` for the given rows of `batch`, advancing each sequence's state in `cache`.
-    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String>;
+    /// Logits `[logit_rows.len(), vocab]` for the given rows of `batch` (with `picks`, each row's greedy pick instead, made where the pass runs), advancing each sequence's state in `cache`.
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize], picks: bool) -> Result<Rows, String>;
     /// MTP layer 0 on `batch`: row i joins `streams` row i with the embedding of the token that follows it.
     fn forward_mtp(
         &self,
@@ -93,25 +94,27 @@ impl Dsv4Runner {
         };
         Ok(Rows {
             logits: out.logits,
+            picks: out.picks,
             streams: out.last_streams,
         })
     }
 }
 
-fn options(logit_rows: &[usize], ranks: &Option<Arc<RankGroup>>) -> ForwardOptions {
+fn options(logit_rows: &[usize], ranks: &Option<Arc<RankGroup>>, picks: bool) -> ForwardOptions {
     ForwardOptions {
         keep_layers: false,
         logit_rows: Some(logit_rows.to_vec()),
         ranks: ranks.clone(),
+        picks,
     }
 }
 
 impl Runner for Dsv4Runner {
-    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize], picks: bool) -> Result<Rows, String> {
         let dev = self.device.clone();
         self.guarded(|| {
             self.model
-                .forward_with(batch, cache, dev, &options(logit_rows, &self.ranks))
+                .forward_with(batch, cache, dev, &options(logit_rows, &self.ranks, picks))
         })
     }
 
@@ -125,7 +128,7 @@ impl Runner for Dsv4Runner {
         let dev = self.device.clone();
         self.guarded(|| {
             self.model
-                .forward_mtp_with(0, batch, streams, cache, dev, &options(logit_rows, &self.ranks))
+                .forward_mtp_with(0, batch, streams, cache, dev, &options(logit_rows, &self.ranks, false))
         })
     }
 
@@ -165,12 +168,13 @@ pub struct Dsv41Runner {
 }
 
 impl Runner for Dsv41Runner {
-    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize]) -> Result<Rows, String> {
+    fn forward(&self, batch: &Batch, cache: &mut Dsv4Cache, logit_rows: &[usize], picks: bool) -> Result<Rows, String> {
         let out = self
             .model
-            .forward_with(batch, cache, self.launch, &options(logit_rows, &None))?;
+            .forward_with(batch, cache, self.launch, &options(logit_rows, &None, picks))?;
         Ok(Rows {
             logits: out.logits,
+            picks: out.picks,
             streams: out.last_streams,
         })
     }

@@ -127,6 +127,58 @@ pub fn sample(logits: &[f32], params: &SamplingParams, key: u64, position: u64) 
     cand.last().map_or_else(|| argmax(logits), |&(_, id)| id)
 }
 
+/// A pass's logit rows as the engine reads them: the logits (`vocab` a row), or in a greedy round each row's pick alone.
+#[derive(Clone, Copy, Debug)]
+pub enum LogitRows<'a> {
+    Logits(&'a [f32], usize),
+    Picks(&'a [u32]),
+}
+
+impl<'a> LogitRows<'a> {
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        match self {
+            LogitRows::Logits(l, vocab) => l.len() / vocab.max(&1),
+            LogitRows::Picks(p) => p.len(),
+        }
+    }
+
+    /// Whether no row is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows from row `i` on.
+    pub fn from(self, i: usize) -> LogitRows<'a> {
+        match self {
+            LogitRows::Logits(l, vocab) => LogitRows::Logits(&l[i * vocab..], vocab),
+            LogitRows::Picks(p) => LogitRows::Picks(&p[i..]),
+        }
+    }
+
+    /// Row `i`'s logits, where the pass returned them.
+    pub fn logits(&self, i: usize) -> Option<&'a [f32]> {
+        match *self {
+            LogitRows::Logits(l, vocab) => Some(&l[i * vocab..(i + 1) * vocab]),
+            LogitRows::Picks(_) => None,
+        }
+    }
+
+    /// The token drawn from row `i` at `position`: `sample` of its logits, or its pick (greedy rounds only).
+    pub fn sample(&self, i: usize, params: &SamplingParams, key: u64, position: u64) -> u32 {
+        match self.logits(i) {
+            Some(row) => sample(row, params, key, position),
+            None => {
+                assert!(params.temperature <= 0.0, "a pass's pick stands only for a greedy draw");
+                match self {
+                    LogitRows::Picks(p) => p[i],
+                    LogitRows::Logits(..) => unreachable!("logit rows hold their logits"),
+                }
+            }
+        }
+    }
+}
+
 /// Most alternatives a reply may ask for per token.
 pub const MAX_TOP_LOGPROBS: usize = 20;
 

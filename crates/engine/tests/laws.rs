@@ -273,3 +273,29 @@ fn the_threaded_handle_streams_and_cancels() {
     assert!(err.contains("empty"));
     handle.shutdown();
 }
+
+#[test]
+fn greedy_rounds_read_back_picks_and_draw_the_logits_tokens() {
+    let p = prompt(40, 3);
+    let greedy = params(0.0, None, 12);
+    let mut e = engine(EngineConfig::default(), 1);
+    let picked = submit(&mut e, p.clone(), greedy.clone());
+    drain(&mut e);
+    let stats = e.stats();
+    assert!(stats.rounds > 0 && stats.picked_rounds == stats.rounds, "{stats:?}");
+    // Log probabilities need the logits, so the same greedy request then runs on them.
+    let mut e = engine(EngineConfig::default(), 1);
+    let full = submit(
+        &mut e,
+        p,
+        GenerateParams {
+            logprobs: Some(2),
+            ..greedy
+        },
+    );
+    drain(&mut e);
+    assert_eq!(e.stats().picked_rounds, 0);
+    let (picked, full) = (picked.lock().unwrap().clone(), full.lock().unwrap().clone());
+    assert_eq!(picked.tokens.len(), 12);
+    assert_eq!((&picked.tokens, &picked.sha), (&full.tokens, &full.sha));
+}

@@ -40,6 +40,9 @@ pub struct ForwardArgs {
     /// Launch every decode kernel on its own, without replaying repeated shapes as CUDA graphs.
     #[arg(long)]
     eager: bool,
+    /// Read every step's logits back to the host, as a round with sampled or log-probability requests does (default: each step's greedy pick, as a greedy round does).
+    #[arg(long)]
+    full_logits: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -68,13 +71,21 @@ fn bytes_per_token(model: &Dsv4Model) -> (f64, f64) {
     (layers / c.num_hidden_layers as f64, head)
 }
 
-fn step(model: &Dsv4Model, cache: &mut Dsv4Cache, device: &Device, start: usize, tokens: &[u32]) -> anyhow::Result<()> {
+/// One pass over `tokens` from `start`, reading back the last row's logits, or its greedy pick with `picks`.
+fn step(
+    model: &Dsv4Model,
+    cache: &mut Dsv4Cache,
+    device: &Device,
+    (start, picks): (usize, bool),
+    tokens: &[u32],
+) -> anyhow::Result<()> {
     let mut b = Batch::default();
     b.push_seq(SeqSlot(0), start as u32, tokens);
     let opts = ForwardOptions {
         keep_layers: false,
         logit_rows: Some(vec![tokens.len() - 1]),
         ranks: None,
+        picks,
     };
     model
         .forward_with(&b, cache, device.clone(), &opts)
@@ -126,12 +137,12 @@ fn between_tokens(marks: &[Mark]) -> Option<(f64, f64)> {
     (n > 0.0).then(|| (host / n, gpu / n))
 }
 
-/// The timeline of `steps` decode steps from `pos`, kernel launches marked too when `kernels`.
+/// The timeline of `steps` decode steps from `pos` (picks as `step`), kernel launches marked too when `kernels`.
 fn timeline(
     model: &Dsv4Model,
     cache: &mut Dsv4Cache,
     device: &Device,
-    pos: usize,
+    (pos, picks): (usize, bool),
     steps: usize,
     kernels: bool,
 ) -> anyhow::Result<Timeline> {
@@ -146,7 +157,7 @@ fn timeline(
             model,
             cache,
             device,
-            pos + i,
+            (pos + i, picks),
             &[(i * 17 % model.config.vocab_size) as u32],
         );
         if r.is_err() {
@@ -214,24 +225,31 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let prompt: Vec<u32> = (0..args.prompt_tokens.max(1))
         .map(|i| (i * 7919 % c.vocab_size) as u32)
         .collect();
+    let picks = !args.full_logits;
     let mut cache = Dsv4Cache::default();
     let t = Instant::now();
-    step(&model, &mut cache, &device, 0, &prompt)?;
+    step(&model, &mut cache, &device, (0, picks), &prompt)?;
     let first_prompt_s = t.elapsed().as_secs_f64();
     let mut cache2 = Dsv4Cache::default();
     let t = Instant::now();
-    step(&model, &mut cache2, &device, 0, &prompt)?;
+    step(&model, &mut cache2, &device, (0, picks), &prompt)?;
     let prompt_s = t.elapsed().as_secs_f64();
     let mut pos = prompt.len();
     for _ in 0..2 {
-        step(&model, &mut cache, &device, pos, &[1])?;
+        step(&model, &mut cache, &device, (pos, picks), &[1])?;
         pos += 1;
     }
     let (reads0, wait0) = readbacks();
     let (graphs0, copies0) = (graph_launches(&device), graph_copies(&device));
     let t = Instant::now();
     for i in 0..args.decode_tokens {
-        step(&model, &mut cache, &device, pos, &[(i * 31 % c.vocab_size) as u32])?;
+        step(
+            &model,
+            &mut cache,
+            &device,
+            (pos, picks),
+            &[(i * 31 % c.vocab_size) as u32],
+        )?;
         pos += 1;
     }
     let decode_s = t.elapsed().as_secs_f64() / args.decode_tokens.max(1) as f64;
@@ -243,7 +261,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         &model,
         &mut cache,
         &device,
-        pos,
+        (pos, picks),
         args.timeline_tokens,
         args.timeline_kernels,
     )?;
@@ -275,6 +293,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "prompt_tokens_per_s": prompt.len() as f64 / prompt_s,
         "decode_ms_per_token": decode_s * 1e3,
         "decode_ms_per_layer": layer_ms,
+        "decode_reads_back": if picks { "picks" } else { "logits" },
         "decode_readbacks_per_token": (reads1 - reads0) as f64 / per_token,
         "decode_readback_ms_per_token": (wait1 - wait0) * 1e3 / per_token,
         "decode_graph_launches_per_token": graphs / per_token,

@@ -1,4 +1,4 @@
-//! CUDA `logits_argmax`: one block a row, each thread's ids in order, then the warps' and the block's best by one total order.
+//! CUDA `logits_argmax`: one block a row, each thread's share of it, then the warps' and the block's best by one total order.
 
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
@@ -9,8 +9,8 @@ pub static KERNEL: CudaKernel = CudaKernel {
     entries: &["logits_argmax"],
     controls: &["race_no_sync", "ties_to_last", "nan_wins"],
     records: &[
-        CudaLaunch::new(256, 65_535),
-        CudaLaunch::new(1024, 1),
+        CudaLaunch::new(1024, 65_535),
+        CudaLaunch::new(256, 1),
         CudaLaunch::new(64, 7),
         CudaLaunch::new(32, 65_535),
     ],

@@ -1,4 +1,4 @@
-// logits_argmax: each row's greedy pick (the lowest id of the largest non-NaN logit; the last id when all are NaN) as an f32 id, one block a row (rows past the grid loop); any block size a multiple of 32.
+// logits_argmax: each row's greedy pick (the lowest id of the largest non-NaN logit; the last id when all are NaN) as an f32 id, one block a row (rows past the grid loop), block sizes whole warps; candidates compare by one total order, so any split of a row gives the same id.
 
 // Whether candidate (v, i) is the pick over (bv, bi), the two from disjoint ids; an id below 0 is no candidate.
 __device__ __forceinline__ bool tf_argmax_better(float v, int i, float bv, int bi) {
@@ -31,19 +31,43 @@ __device__ __forceinline__ void tf_argmax_warp(float& bv, int& bi) {
     }
 }
 
+// This thread's best of row xr: 16-byte loads, four in flight, where the row is whole 16-byte pieces; else one value at a time.
+__device__ __forceinline__ void tf_argmax_scan(const float* xr, int vocab, float& bv, int& bi) {
+    if (vocab % 4 == 0 && (size_t)xr % 16 == 0) {
+        const float4* x4 = (const float4*)xr;
+        int nv = vocab / 4, step = blockDim.x;
+        for (int c0 = threadIdx.x; c0 < nv; c0 += 4 * step) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (c0 + u * step < nv) v[u] = x4[c0 + u * step];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                int c = c0 + u * step;
+                if (c >= nv) break;
+                float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (tf_argmax_better(e[j], 4 * c + j, bv, bi)) bv = e[j], bi = 4 * c + j;
+            }
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float v = xr[i];
+        if (tf_argmax_better(v, i, bv, bi)) bv = v, bi = i;
+    }
+}
+
 extern "C" __global__ void logits_argmax(const float* x, float* out, int rows, int vocab) {
     tf_grid_begin();
     __shared__ float sv[32];
     __shared__ int si[32];
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float* xr = x + (size_t)r * vocab;
         float bv = 0.0f;
         int bi = -1;
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float v = xr[i];
-            if (tf_argmax_better(v, i, bv, bi)) bv = v, bi = i;
-        }
+        tf_argmax_scan(x + (size_t)r * vocab, vocab, bv, bi);
         tf_argmax_warp(bv, bi);
         if (lane == 0) sv[warp] = bv, si[warp] = bi;
 #ifndef TF_FAULT_race_no_sync

@@ -31,8 +31,8 @@ impl Kernel for LogitsArgmax {
     }
 
     fn cases(&self) -> Vec<Case> {
-        // (rows, vocab): one logit, a vocab under a warp, awkward widths, V4's vocab; logits from few values (ties), NaNs and signed zeros.
-        [(1, 1), (3, 7), (17, 1000), (9, 4099), (4, 129_280)]
+        // (rows, vocab): one logit, a vocab under a warp, awkward widths (4100: whole 16-byte pieces), V4's vocab; logits from few values (ties), NaNs and signed zeros.
+        [(1, 1), (3, 7), (17, 1000), (9, 4099), (5, 4100), (4, 129_280)]
             .into_iter()
             .map(|(rows, vocab)| Case::new(rows, &[("vocab", vocab)]))
             .collect()

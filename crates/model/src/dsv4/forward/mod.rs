@@ -151,13 +151,17 @@ pub struct ForwardOptions {
     pub logit_rows: Option<Vec<usize>>,
     /// The ranks sharing the pass; `None` runs it on one.
     pub ranks: Option<Arc<RankGroup>>,
+    /// Return each logit row's greedy pick (`Output::picks`) instead of its logits, made where the pass runs.
+    pub picks: bool,
 }
 
 /// Outputs of one forward pass.
 #[derive(Clone, Debug, Default)]
 pub struct Output {
-    /// `[rows, vocab]` f32 logits.
+    /// `[rows, vocab]` f32 logits (none when picks were asked for).
     pub logits: Vec<f32>,
+    /// When asked for: each logit row's greedy pick, the lowest id of its largest logit.
+    pub picks: Vec<u32>,
     /// When asked for: every main layer's output streams, `[layers][rows, hc, D]`.
     pub layer_streams: Vec<Vec<f32>>,
     /// The last layer's streams `[rows, hc, D]` (the MTP layer's input).
@@ -245,8 +249,7 @@ impl Dsv4Model {
             device,
             &ForwardOptions {
                 keep_layers,
-                logit_rows: None,
-                ranks: None,
+                ..ForwardOptions::default()
             },
         )
     }
@@ -294,10 +297,11 @@ impl Dsv4Model {
             cache.seq_mut(g.seq, c).len += g.rows.len() as u32;
         }
         let logits = self.logits(&pass, &x, &self.weights.hc_head, &self.weights.norm, opts);
-        let (last_streams, logits) = read_back(&pass, cache, x, logits);
+        let logits = picked(&pass, logits, opts.picks);
+        let (last_streams, values) = read_back(&pass, cache, x, logits);
         pass.device.mark(|| "cache written".into());
         out.last_streams = last_streams;
-        out.logits = logits?;
+        out.place(values?, opts.picks);
         Ok(out)
     }
 
@@ -347,6 +351,25 @@ impl Dsv4Model {
         pass.device.mark(|| "head queued".into());
         logits
     }
+}
+
+impl Output {
+    /// The logit rows read back, or with `picks` their greedy picks (f32 ids).
+    pub(crate) fn place(&mut self, values: Vec<f32>, picks: bool) {
+        match picks {
+            true => self.picks = values.into_iter().map(|id| id as u32).collect(),
+            false => self.logits = values,
+        }
+    }
+}
+
+/// `logits`, or with `picks` each row's greedy pick made on the pass's device, so only the picks come back.
+fn picked(pass: &Pass<'_>, logits: Result<Act, String>, picks: bool) -> Result<Act, String> {
+    let vocab = pass.model.config.vocab_size;
+    logits.map(|l| match picks {
+        true => ops::logits_argmax(&pass.device, &l, vocab),
+        false => l,
+    })
 }
 
 /// The pass's last streams and its logits on the host, read back with its deferred cache writes in one wait for the GPU.

@@ -72,11 +72,13 @@ impl Dsv4Model {
             cache.seq_mut(g.seq, c).mtp_len[mtp_idx] += g.rows.len() as u32;
         }
         let logits = self.logits(&pass, &x, &w.hc_head, &w.norm, opts);
-        let (last_streams, logits) = super::read_back(&pass, cache, x, logits);
-        Ok(Output {
-            logits: logits?,
-            layer_streams: Vec::new(),
+        let logits = super::picked(&pass, logits, opts.picks);
+        let (last_streams, values) = super::read_back(&pass, cache, x, logits);
+        let mut out = Output {
             last_streams,
-        })
+            ..Output::default()
+        };
+        out.place(values?, opts.picks);
+        Ok(out)
     }
 }

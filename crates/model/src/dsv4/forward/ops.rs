@@ -8,8 +8,8 @@ use tensorfold_kernels::sparse_attn::AttnShape;
 use tensorfold_kernels::{
     act_quant as aq, bf16_gemm as bg, compress as cp, dequant_gemm as dg, embedding as em, fp4_round_trip as f4,
     fp8_gemm as f8, hadamard as hd, hash_router as hr, hc_head as hh, hc_mix as hm, hc_post as hpo, hc_pre_mix as hpm,
-    hc_split_sinkhorn as hs, head_rms_norm as hn, index_scores as is, index_topk as it, moe_join as mj,
-    mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa, swiglu as sw,
+    hc_split_sinkhorn as hs, head_rms_norm as hn, index_scores as is, index_topk as it, logits_argmax as la,
+    moe_join as mj, mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa, swiglu as sw,
 };
 
 use super::act::Act;
@@ -530,4 +530,20 @@ pub(crate) fn moe_join(d: &Device, routed: &Act, shared: &Act, k: usize, dim: us
             );
         }
     }
+}
+
+/// Each `vocab`-wide row's greedy pick of `logits` (the sampler's rule), an f32 id a row.
+pub(crate) fn logits_argmax(d: &Device, logits: &Act, vocab: usize) -> Act {
+    let mut out = d.alloc(logits.len() / vocab);
+    match d {
+        Device::Cpu(l) => la::logits_argmax(logits.host(), vocab, out.host_mut(), l, F),
+        Device::Cuda(_) => {
+            let r = record(&la::cuda::KERNEL);
+            ok(
+                "logits_argmax",
+                la::cuda::logits_argmax_cuda(r, logits.input(), vocab, out.output(), F),
+            );
+        }
+    }
+    out
 }

@@ -16,6 +16,7 @@ use tensorfold_kernels::Faults;
 use tensorfold_kernels::cpu::CpuLaunch;
 use tensorfold_kernels::embedding::embedding;
 use tensorfold_kernels::hc_pre::hc_pre;
+use tensorfold_kernels::logits_argmax::pick;
 use tensorfold_kernels::rms_norm::rms_norm;
 use tensorfold_kernels::rope::{Yarn, inv_freqs};
 
@@ -215,7 +216,11 @@ impl Dsv41Model {
             .iter()
             .flat_map(|&r| pi[r * hc..(r + 1) * hc].iter().copied())
             .collect();
-        out.logits = self.head(&pass, &xs, &pis);
+        let logits = self.head(&pass, &xs, &pis);
+        match opts.picks {
+            true => out.picks = logits.chunks(c.vocab_size).map(pick).collect(),
+            false => out.logits = logits,
+        }
         out.last_streams = x;
         Ok(out)
     }
