@@ -498,7 +498,7 @@ impl Engine {
         (batch, logit_rows)
     }
 
-    /// Advances request `id` by the `n` rows just run (`rows`: logits of those at or past the prompt's last token): checks replayed tokens, verifies drafts, samples, finishes; false once it has ended.
+    /// Advances request `id` by the `n` rows just run (`rows`: the logit rows, or picks, of those at or past the prompt's last token): checks replayed tokens, verifies drafts, samples, finishes; false once it has ended.
     fn after_rows(&mut self, id: RequestId, n: usize, rows: LogitRows<'_>) -> bool {
         let r = self.reqs.get_mut(&id).expect("planned request");
         let first = r.fed;
