@@ -166,14 +166,11 @@ impl<'a> LogitRows<'a> {
 
     /// The token drawn from row `i` at `position`: `sample` of its logits, or its pick (greedy rounds only).
     pub fn sample(&self, i: usize, params: &SamplingParams, key: u64, position: u64) -> u32 {
-        match self.logits(i) {
-            Some(row) => sample(row, params, key, position),
-            None => {
+        match *self {
+            LogitRows::Logits(l, vocab) => sample(&l[i * vocab..(i + 1) * vocab], params, key, position),
+            LogitRows::Picks(p) => {
                 assert!(params.temperature <= 0.0, "a pass's pick stands only for a greedy draw");
-                match self {
-                    LogitRows::Picks(p) => p[i],
-                    LogitRows::Logits(..) => unreachable!("logit rows hold their logits"),
-                }
+                p[i]
             }
         }
     }

@@ -76,7 +76,8 @@ fn step(
     model: &Dsv4Model,
     cache: &mut Dsv4Cache,
     device: &Device,
-    (start, picks): (usize, bool),
+    start: usize,
+    picks: bool,
     tokens: &[u32],
 ) -> anyhow::Result<()> {
     let mut b = Batch::default();
@@ -142,7 +143,8 @@ fn timeline(
     model: &Dsv4Model,
     cache: &mut Dsv4Cache,
     device: &Device,
-    (pos, picks): (usize, bool),
+    pos: usize,
+    picks: bool,
     steps: usize,
     kernels: bool,
 ) -> anyhow::Result<Timeline> {
@@ -157,7 +159,8 @@ fn timeline(
             model,
             cache,
             device,
-            (pos + i, picks),
+            pos + i,
+            picks,
             &[(i * 17 % model.config.vocab_size) as u32],
         );
         if r.is_err() {
@@ -228,15 +231,15 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
     let picks = !args.full_logits;
     let mut cache = Dsv4Cache::default();
     let t = Instant::now();
-    step(&model, &mut cache, &device, (0, picks), &prompt)?;
+    step(&model, &mut cache, &device, 0, picks, &prompt)?;
     let first_prompt_s = t.elapsed().as_secs_f64();
     let mut cache2 = Dsv4Cache::default();
     let t = Instant::now();
-    step(&model, &mut cache2, &device, (0, picks), &prompt)?;
+    step(&model, &mut cache2, &device, 0, picks, &prompt)?;
     let prompt_s = t.elapsed().as_secs_f64();
     let mut pos = prompt.len();
     for _ in 0..2 {
-        step(&model, &mut cache, &device, (pos, picks), &[1])?;
+        step(&model, &mut cache, &device, pos, picks, &[1])?;
         pos += 1;
     }
     let (reads0, wait0) = readbacks();
@@ -247,7 +250,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
             &model,
             &mut cache,
             &device,
-            (pos, picks),
+            pos,
+            picks,
             &[(i * 31 % c.vocab_size) as u32],
         )?;
         pos += 1;
@@ -261,7 +265,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         &model,
         &mut cache,
         &device,
-        (pos, picks),
+        pos,
+        picks,
         args.timeline_tokens,
         args.timeline_kernels,
     )?;
