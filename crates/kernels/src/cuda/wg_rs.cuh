@@ -1,4 +1,4 @@
-// The FP8 prompt tiles on sm_90a with the weights as wgmma's register operand: each warpgroup converts its 64 weight rows' raw codes straight into A fragments, the activations are the shared B operand; and the prompt tiles' entry, tf_mma_pipe.
+// The prompt tiles on sm_90a with the weights as wgmma's register operand: each warpgroup converts its 64 weight rows' raw FP8 or FP4 codes straight into A fragments, the activations are the shared B operand; and the prompt tiles' entry, tf_mma_pipe.
 #ifndef RS_RING
 #define RS_RING 4
 #endif
@@ -7,7 +7,7 @@ static_assert(RS_RING >= 3, "a stage's fragments are converted while the stage b
 // Floats a stage's activation scales take: activation row 8c + 2t + e of an NT-row tile at t (NT / 4 + 4) + 2c + e, so a thread reads its scales as float4s, the four t apart in banks.
 #define RS_SA (4 * (PIPE_BM / 4 + 4))
 
-// The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw FP8 weight stages (tf_wg_raw's layout) and each stage's activation scales.
+// The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw weight stages (tf_wg_raw's layout; FP4 fills half) and each stage's activation scales.
 struct TfRsSmem {
     u16 as[RS_RING][WG_SUB][PIPE_BM * MMA_BK];
     u8 raw[RS_RING][MMA_BN * 128];
@@ -16,8 +16,8 @@ struct TfRsSmem {
 static_assert(sizeof(TfRsSmem) <= sizeof(TfWgSmem), "the host passes TfWgSmem's bytes");
 
 #ifdef TF_WGMMA
-// FP8 tiles of 128 weight rows by NT activation rows: warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part, then part's scaled add, the chains of tf_wg_pipe_bm.
-template <int NT>
+// Tiles of 128 weight rows by NT activation rows: warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part (FP4: each 32-block folded against the row's largest code, tf_fold_mul), then part's scaled add.
+template <int FMT, int NT>
 __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                          const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
     constexpr int AP = NT / 64, NACC = NT / 2, H = WG_SUB, HALF = WG_SUB;
@@ -29,16 +29,21 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     kend = (nblk - 1) * 128;
 #endif
     int subs = (kend + MMA_BK - 1) / MMA_BK, stages = (subs + H - 1) / H;
-    // Copies: activation row ar + 64 i, chunk ac of each sub-stage; whole raw stages row rr + 32 i, chunk rc; edge raw chunks row bn, bytes bc.. of each sub-stage.
-    int ar = tid / 4, ac = tid % 4, rr = tid / 8, rc = tid % 8, bn = tid / 2, bc = (tid % 2) * 16;
+    // Copies: activation row ar + 64 i, chunk ac of each sub-stage; whole raw stages row rr + RAW_ROWS i, chunk rc; edge raw chunks row bn, codes bc.. of each sub-stage.
+    constexpr int RAW_COPIES = FMT == MMA_FP8 ? 4 : 2, RAW_ROWS = FMT == MMA_FP8 ? 32 : 64, RAW_ROW = FMT == MMA_FP8 ? 128 : 64;
+    size_t row_bytes = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
+    int ar = tid / 4, ac = tid % 4, rr = tid / (RAW_ROW / 16), rc = tid % (RAW_ROW / 16), bn = tid / 2, bc = (tid % 2) * 16;
     u32 a_dst[AP];
 #pragma unroll
     for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
-    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<MMA_FP8>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][(tid / 2 % 4) * (NT / 4 + 4) + tid / 8 * 2 + tid % 2]);
+    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<FMT>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][(tid / 2 % 4) * (NT / 4 + 4) + tid / 8 * 2 + tid % 2]);
     u64 db0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]));
     // This thread's weight rows wr and wr + 8 (its fragment rows), and the selector of its fragment bytes in a 16-byte chunk's words t4 / 2 and 2 + t4 / 2.
     int wr = 16 * warp + g;
     u32 sel = t4 % 2 ? 0x7632u : 0x5410u;
+    // FP4: the selector of byte t4 of two words into a word's low bytes, and the planted nibble swap.
+    u32 sel4 = (u32)(t4 | (4 + t4) << 4);
+    int swap = tf_fault_swap();
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
         float acc[NACC], part[NACC];
@@ -48,14 +53,20 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         int a_lim[AP];
         tf_act_rows<AP>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
         int gn = n0 + bn, b_lim = gn < n ? kend - bc : 0;
-        const u8* b_src = w + (size_t)min(gn, n - 1) * k + bc;
-        const u8* bw_src = w + (size_t)(n0 + rr) * k + (rc % 2) * 16;
+        const u8* b_src = w + (size_t)min(gn, n - 1) * row_bytes + (FMT == MMA_FP8 ? bc : bc / 2);
+        const u8* bw_src = w + (size_t)(n0 + rr) * row_bytes + (FMT == MMA_FP8 ? (rc % 2) * 16 : 0);
         const float* sa_src = q_scale + (size_t)min(m0 + tid, m - 1) * qs_stride;
+        // Scale rows of this thread's weight rows: FP8 their 128-row block's, FP4 their own 32-block codes.
         const u8* sw_src[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sw_src[h] = w_scale + (size_t)((col0 + min(n0 + wr + 8 * h, n - 1)) / 128) * nblk;
+        for (int h = 0; h < 2; ++h) {
+            int row = min(n0 + wr + 8 * h, n - 1);
+            sw_src[h] = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + row) / 128) * nblk : w_scale + (size_t)row * (k / 32);
+        }
+        // FP4: the four codes of a 128-block of this thread's rows (zero past K).
+        auto codes = [&](int s, int h) { return FMT == MMA_FP8 || s >= stages ? 0u : tf_codes4(sw_src[h], s, subs); };
         // Whether the tile's weight rows all lie in one 128-row block of the scale grid.
-        bool one = (col0 + n0) % 128 == 0;
+        bool one = FMT == MMA_FP8 && (col0 + n0) % 128 == 0;
         bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
         // One copy group: stage s's activations, activation scales and raw weight codes into ring slot s % RS_RING (zeros outside the matrix).
         auto issue = [&](int s) {
@@ -71,9 +82,10 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
 #pragma unroll
                     for (int i = 0; i < AP; ++i) tf_cp_async16(a_dst[i] + (slot * H + j) * A_SUB, a_src[i] + (s * H + j) * MMA_BK);
                 }
+                size_t rk = FMT == MMA_FP8 ? (size_t)(s * H + rc / 2) * MMA_BK : (size_t)(s * H + rc) * (MMA_BK / 2);
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    tf_cp_async16(raw_whole + slot * RAW_STAGE + i * 32 * 128, bw_src + (size_t)i * 32 * k + (s * H + rc / 2) * MMA_BK);
+                for (int i = 0; i < RAW_COPIES; ++i)
+                    tf_cp_async16(raw_whole + slot * RAW_STAGE + i * RAW_ROWS * RAW_ROW, bw_src + (size_t)i * RAW_ROWS * row_bytes + rk);
                 tf_cp_commit();
                 return;
             }
@@ -87,14 +99,32 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                     int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
                     tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
                 }
-                int bytes = min(max(b_lim - k0, 0), 16);
-                tf_cp_async16_at(raw0 + slot * RAW_STAGE + tf_wg_raw<MMA_FP8>(bn, 2 * j + bc / 16), bytes > 0 ? b_src + k0 : w, bytes);
+                if constexpr (FMT == MMA_FP8) {
+                    int bytes = min(max(b_lim - k0, 0), 16);
+                    tf_cp_async16_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(bn, 2 * j + bc / 16), bytes > 0 ? b_src + k0 : w, bytes);
+                } else {
+                    // K is whole 32-blocks, so a sub-stage inside K is whole.
+                    tf_cp_async8_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(bn, j) + bc / 2, gn < n ? b_src + k0 / 2 : w, gn < n ? 8 : 0);
+                }
             }
             tf_cp_commit();
         };
-        // Half hf of stage s's A fragments of rows wr and wr + 8, one k16 step a 16-byte chunk: a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
-        auto frags = [&](int s, int hf, u32 (&f)[HALF][4]) {
+        // Half hf of stage s's A fragments of rows wr and wr + 8 (FP4 with the rows' codes c): a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
+        auto frags = [&](int s, int hf, u32 (&f)[HALF][4], const u32 (&c)[2]) {
             const u8* raw = &sm.raw[s % RS_RING][0];
+            if constexpr (FMT == MMA_FP4) {
+                // A 32-block's 16-byte chunk a row: bytes t4, 4 + t4, 8 + t4 and 12 + t4 are this lane's two k16 steps.
+#pragma unroll
+                for (int b = 0; b < 2; ++b) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        uint4 x = *(const uint4*)(raw + tf_wg_raw<FMT>(wr + 8 * h, 2 * hf + b));
+                        u32 v = __byte_perm(__byte_perm(x.x, x.y, sel4), __byte_perm(x.z, x.w, sel4), 0x5410), o[4];
+                        tf_e2m1x8_to_f16x2_by(v, swap, tf_fold_mul((int)((c[h] >> (8 * (2 * hf + b))) & 0xffu), tf_code_max4(c[h])), o);
+                        f[2 * b][h] = o[0], f[2 * b][2 + h] = o[1], f[2 * b + 1][h] = o[2], f[2 * b + 1][2 + h] = o[3];
+                    }
+                }
+            } else {
 #pragma unroll
             for (int j = 0; j < HALF; ++j) {
 #pragma unroll
@@ -104,6 +134,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                     tf_rows_e4m3x4(__byte_perm(*(const u32*)ch, *(const u32*)(ch + 8), sel), b);
                     f[j][h] = b[0], f[j][2 + h] = b[1];
                 }
+            }
             }
             // Pinned here, ahead of the MMAs' fence, so no conversion sinks between the MMAs that read them.
 #pragma unroll
@@ -162,8 +193,8 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         tf_cp_wait<RS_RING - 2>();
         // Threads convert raw chunks that others copied.
         __syncthreads();
-        u32 fa[HALF][4], fb[HALF][4];
-        frags(0, 0, fa);
+        u32 fa[HALF][4], fb[HALF][4], cc[2] = {codes(0, 0), codes(0, 1)}, cn[2] = {codes(1, 0), codes(1, 1)};
+        frags(0, 0, fa, cc);
         for (int s = 0; s < stages; ++s) {
             // Groups up to s + 1 have landed: stage s's activations and scales, stage s + 1's raw codes.
             tf_cp_wait<RS_RING - 3>();
@@ -173,16 +204,18 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
 #endif
             // Each half's fragments are converted while the MMAs before them run.
             mmas(s, 0, fa);
-            frags(s, 1, fb);
+            frags(s, 1, fb, cc);
             mmas(s, 1, fb);
             issue(s + RS_RING - 1);
             float sw[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32(sw_src[h][s]);
+            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32(FMT == MMA_FP8 ? sw_src[h][s] : (u8)tf_code_max4(cc[h]));
             tf_wg_wait1();
-            if (s + 1 < stages) frags(s + 1, 0, fa);
+            if (s + 1 < stages) frags(s + 1, 0, fa, cn);
             tf_wg_wait0();
             close(s, sw);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) cc[h] = cn[h], cn[h] = codes(s + 2, h);
         }
         // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
         tf_cp_wait<0>();
@@ -216,18 +249,12 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
         tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     else if (!ring)
         tf_mma_pipe_bm<FMT, 64, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    else if constexpr (FMT == MMA_FP8) {
+    else {
         TfRsSmem& rsm = *(TfRsSmem*)tf_dyn;
         if (big)
-            tf_wg_rs<128>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+            tf_wg_rs<FMT, 128>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
         else
-            tf_wg_rs<64>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-    } else {
-        TfWgSmem& wsm = *(TfWgSmem*)tf_dyn;
-        if (big)
-            tf_wg_pipe_bm<FMT, 128>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
-        else
-            tf_wg_pipe_bm<FMT, 64>(wsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+            tf_wg_rs<FMT, 64>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
     }
 #else
     __shared__ __align__(1024) TfPipeSmem sm;
