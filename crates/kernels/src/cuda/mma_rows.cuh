@@ -326,22 +326,6 @@ __device__ __forceinline__ void tf_mma_rows(TfRowsSmem<FMT>& sm, const u16* q, i
     if (!waited) tf_grid_wait();
 }
 
-// x's four bytes (e2m1 pairs) as f16x2 words at value * 2^-14, byte i to h[i]: sign and magnitude bits of every nibble placed at once, paired by byte, then one permute a word against zeros.
-__device__ __forceinline__ void tf_e2m1x8_raw(u32 x, int swap, u32* h) {
-    if (swap) x = ((x >> 4) & 0x0f0f0f0fu) | ((x << 4) & 0xf0f0f0f0u);
-    u32 lo = ((x << 4) & 0x80808080u) | ((x << 1) & 0x0e0e0e0eu), hi = (x & 0x80808080u) | ((x >> 3) & 0x0e0e0e0eu);
-    u32 p0 = __byte_perm(lo, hi, 0x5140), p1 = __byte_perm(lo, hi, 0x7362);
-    h[0] = __byte_perm(p0, 0u, 0x1404), h[1] = __byte_perm(p0, 0u, 0x3424);
-    h[2] = __byte_perm(p1, 0u, 0x1404), h[3] = __byte_perm(p1, 0u, 0x3424);
-}
-
-// The e2m1 pairs of x's four bytes as the f16x2 words tf_e2m1x2_to_f16x2_by makes of each with mul (byte i to h[i]): tf_e2m1x8_raw's words times mul.
-__device__ __forceinline__ void tf_e2m1x8_rows_by(u32 x, int swap, u32 mul, u32* h) {
-    tf_e2m1x8_raw(x, swap, h);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(h[i], mul);
-}
-
 // tf_e8m0_to_f32 by selects, no branches: the same bits.
 __device__ __forceinline__ float tf_e8m0_sel(u8 c) {
     u32 v = (u32)c << 23;
@@ -548,7 +532,7 @@ __device__ __forceinline__ void tf_mma_rows_lo(TfRowsLoSmem<FMT>& sm, const u16*
                 u32 h[2][4];
                 if constexpr (FMT == MMA_FP4) {
 #pragma unroll
-                    for (int ni = 0; ni < 2; ++ni) tf_e2m1x8_rows_by(bw[jj / 4][ni + 2 * ((jj / 2) % 2)], swap, fm[ni][jj / 2], h[ni]);
+                    for (int ni = 0; ni < 2; ++ni) tf_e2m1x8_to_f16x2_by(bw[jj / 4][ni + 2 * ((jj / 2) % 2)], swap, fm[ni][jj / 2], h[ni]);
                 }
 #pragma unroll
                 for (int j = jj; j < jj + 2; ++j) {

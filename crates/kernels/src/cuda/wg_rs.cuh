@@ -63,8 +63,12 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             int row = min(n0 + wr + 8 * h, n - 1);
             sw_src[h] = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + row) / 128) * nblk : w_scale + (size_t)row * (k / 32);
         }
-        // FP4: the four codes of a 128-block of this thread's rows (zero past K).
-        auto codes = [&](int s, int h) { return FMT == MMA_FP8 || s >= stages ? 0u : tf_codes4(sw_src[h], s, subs); };
+        // FP4: the four codes of a 128-block of this thread's rows (zero past K), one word where rows hold whole aligned blocks.
+        bool words = subs % 4 == 0 && (size_t)w_scale % 4 == 0 && (k / 32) % 4 == 0;
+        auto codes = [&](int s, int h) {
+            if (FMT == MMA_FP8 || s >= stages) return 0u;
+            return words ? *(const u32*)(sw_src[h] + 4 * s) : tf_codes4(sw_src[h], s, subs);
+        };
         // Whether the tile's weight rows all lie in one 128-row block of the scale grid.
         bool one = FMT == MMA_FP8 && (col0 + n0) % 128 == 0;
         bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;

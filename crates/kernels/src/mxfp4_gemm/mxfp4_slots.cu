@@ -146,8 +146,8 @@ __device__ __forceinline__ void tf_slots_tile(TfSlotsSmem& sm, const u8* w, cons
                 if (FAST || 4 * sub + b < kb) {
                     // Block b: column g's words (rows 0-7) and column g + 8's (rows 8-15), two k16 steps.
                     u32 h0[4], h1[4];
-                    tf_e2m1x8_rows_by(bw[h][b / 2][2 * (b % 2)], swap, tf_fold_mul((int)((sc0[h] >> (8 * b)) & 0xffu), e0), h0);
-                    tf_e2m1x8_rows_by(bw[h][b / 2][1 + 2 * (b % 2)], swap, tf_fold_mul((int)((sc1[h] >> (8 * b)) & 0xffu), e1), h1);
+                    tf_e2m1x8_to_f16x2_by(bw[h][b / 2][2 * (b % 2)], swap, tf_fold_mul((int)((sc0[h] >> (8 * b)) & 0xffu), e0), h0);
+                    tf_e2m1x8_to_f16x2_by(bw[h][b / 2][1 + 2 * (b % 2)], swap, tf_fold_mul((int)((sc1[h] >> (8 * b)) & 0xffu), e1), h1);
 #pragma unroll
                     for (int st = 0; st < 2; ++st) {
                         u32 af[4] = {h0[2 * st], h1[2 * st], h0[2 * st + 1], h1[2 * st + 1]};
