@@ -41,12 +41,13 @@ def load(path, entries, optional=()):
 
 
 def pipe_smem():
-    """Dynamic shared bytes of the sm_90a prompt tiles (crates/kernels/src/cuda/dynamic.rs), ring and sub-stages from TF_WG_RING and TF_WG_SUB."""
+    """Dynamic shared bytes of the sm_90a prompt tiles (crates/kernels/src/cuda/dynamic.rs), the ring's stages from TF_RS_RING; TF_PIPE_SMEM=N passes N instead (cubins of other layouts)."""
     if torch.cuda.get_device_capability(0) != (9, 0):
         return 0
-    ring, sub = int(os.environ.get("TF_WG_RING", "3")), int(os.environ.get("TF_WG_SUB", "4"))
-    stage, scales = 128 * 32 * 2, 2 * 128 * 4
-    return max(sub * (ring * (stage + 128 * 32) + 2 * stage + scales), 5 * stage + scales)
+    if os.environ.get("TF_PIPE_SMEM"):
+        return int(os.environ["TF_PIPE_SMEM"])
+    ring, stage = int(os.environ.get("TF_RS_RING", "4")), 128 * 32 * 2
+    return max(ring * (4 * stage + 128 * 128 + 4 * (128 // 4 + 4) * 4), 5 * stage + 2 * 128 * 4)
 
 
 def launch(f, grid, block, args, smem=0):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles (sm_90a for 90, as compile.rs) the control-free fp8_gemm, mxfp4_gemm, bf16_gemm, grouped_proj and dequant_gemm cubins of a TensorFold tree with NVRTC, as compile.rs does.
 
-Usage: [TF_WG_RING=R] [TF_WG_SUB=H] nvrtc_cubins.py REPO ARCH OUTDIR [LIBNVRTC]; LIBNVRTC defaults to libnvrtc.so.13 on the loader path. Prints ptxas' report.
+Usage: [TF_RS_RING=R] nvrtc_cubins.py REPO ARCH OUTDIR [LIBNVRTC]; LIBNVRTC defaults to libnvrtc.so.13 on the loader path. Prints ptxas' report.
 The sources each kernel concatenates are read from its cuda.rs (the include_str! list), so the tree's own layout is used.
 """
 
@@ -24,8 +24,8 @@ def compile_one(nv, src, name, arch):
     if r != 0:
         raise RuntimeError(f"nvrtcCreateProgram {name}: {r}")
     opts = [f"--gpu-architecture=sm_{arch}a" if arch == "90" else f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
-    # TF_WG_RING=R and TF_WG_SUB=H build the sm_90a prompt tiles with an R-stage ring of H sub-stages (cuda_gemm.py reads the same variables).
-    for var in ("WG_RING", "WG_SUB"):
+    # TF_RS_RING=R builds the sm_90a prompt tiles with an R-stage ring (cuda_gemm.py reads the same variable).
+    for var in ("RS_RING",):
         if os.environ.get(f"TF_{var}"):
             opts.append(f"-D{var}={int(os.environ[f'TF_{var}'])}")
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])

@@ -1,4 +1,4 @@
-// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a partial per 128-block, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits, here only for unaligned FP8 weights (wg_pipe.cuh holds the entry and the deep ring).
+// cp.async-pipelined tensor-core tiles for fp8_gemm, grouped_proj and mxfp4_gemm: 128- or 64-row by 128-column tiles, each output element one fixed chain (32-wide K stages ascending, two m16n8k16 MMAs a stage into a partial per 128-block, one scaled add), as mma.cuh documents; on sm_90a the same chain by wgmma (wgmma.cuh), whose k16 steps give mma.sync's bits, here only for unaligned FP8 weights (wg_rs.cuh holds the entry and the register-operand ring).
 #define PIPE_RING 3
 #define PIPE_BM 128
 

@@ -2,7 +2,16 @@
 #ifndef RS_RING
 #define RS_RING 4
 #endif
+// 32-wide sub-stages a stage (a 128-block).
+#define WG_SUB 4
 static_assert(RS_RING >= 3, "a stage's fragments are converted while the stage before runs, from codes copied at least a stage before");
+
+// Byte offset in a raw stage of column r's 16-byte chunk c (FP8: 8 a column, c = 2 x sub-stage + half; FP4: 4, c = sub-stage): swizzled so one column's chunks and four columns' chunks at one c each fill distinct banks.
+template <int FMT>
+__device__ __forceinline__ u32 tf_wg_raw(int r, int c) {
+    if constexpr (FMT == MMA_FP8) return r * 128 + ((c ^ (r & 7)) << 4);
+    return r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+}
 
 // Floats a stage's activation scales take: activation row 8c + 2t + e of an NT-row tile at t (NT / 4 + 4) + 2c + e, so a thread reads its scales as float4s, the four t apart in banks.
 #define RS_SA (4 * (PIPE_BM / 4 + 4))
@@ -13,9 +22,21 @@ struct TfRsSmem {
     u8 raw[RS_RING][MMA_BN * 128];
     float sa[RS_RING][RS_SA];
 };
-static_assert(sizeof(TfRsSmem) <= sizeof(TfWgSmem), "the host passes TfWgSmem's bytes");
+
+// Bytes of dynamic shared memory the sm_90a prompt entries need (the register-operand ring or, for unaligned FP8 weights, tf_mma_pipe_bm's buffers); cuda/dynamic.rs passes the same.
+#define TF_PIPE_DYN_BYTES (sizeof(TfRsSmem) > sizeof(TfPipeSmem) ? sizeof(TfRsSmem) : sizeof(TfPipeSmem))
 
 #ifdef TF_WGMMA
+// A 16-byte copy from global src to shared dst.
+__device__ __forceinline__ void tf_cp_async16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+}
+
+// An 8-byte copy of `bytes` (0 or 8) from global src to shared dst, zeros when 0.
+__device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
 // Tiles of 128 weight rows by NT activation rows: warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part (FP4: each 32-block folded against the row's largest code, tf_fold_mul), then part's scaled add.
 template <int FMT, int NT>
 __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
@@ -63,7 +84,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             int row = min(n0 + wr + 8 * h, n - 1);
             sw_src[h] = FMT == MMA_FP8 ? w_scale + (size_t)((col0 + row) / 128) * nblk : w_scale + (size_t)row * (k / 32);
         }
-        // FP4: the four codes of a 128-block of this thread's rows (zero past K), one word where rows hold whole aligned blocks.
+        // FP4: the four codes of 128-block s of this thread's row wr + 8 h (zero past K), one word where rows hold whole aligned blocks.
         bool words = subs % 4 == 0 && (size_t)w_scale % 4 == 0 && (k / 32) % 4 == 0;
         auto codes = [&](int s, int h) {
             if (FMT == MMA_FP8 || s >= stages) return 0u;
@@ -197,8 +218,9 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         tf_cp_wait<RS_RING - 2>();
         // Threads convert raw chunks that others copied.
         __syncthreads();
-        u32 fa[HALF][4], fb[HALF][4], cc[2] = {codes(0, 0), codes(0, 1)}, cn[2] = {codes(1, 0), codes(1, 1)};
-        frags(0, 0, fa, cc);
+        // FP4 codes: cc this stage's, cn the next stage's (loaded at this stage's top, first read after its first half of MMAs).
+        u32 fa[HALF][4], fb[HALF][4], cc[2], cn[2] = {codes(0, 0), codes(0, 1)};
+        frags(0, 0, fa, cn);
         for (int s = 0; s < stages; ++s) {
             // Groups up to s + 1 have landed: stage s's activations and scales, stage s + 1's raw codes.
             tf_cp_wait<RS_RING - 3>();
@@ -206,6 +228,8 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
 #ifndef TF_FAULT_race_no_sync
             __syncthreads();
 #endif
+#pragma unroll
+            for (int h = 0; h < 2; ++h) cc[h] = cn[h], cn[h] = codes(s + 1, h);
             // Each half's fragments are converted while the MMAs before them run.
             mmas(s, 0, fa);
             frags(s, 1, fb, cc);
@@ -218,8 +242,6 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             if (s + 1 < stages) frags(s + 1, 0, fa, cn);
             tf_wg_wait0();
             close(s, sw);
-#pragma unroll
-            for (int h = 0; h < 2; ++h) cc[h] = cn[h], cn[h] = codes(s + 2, h);
         }
         // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
         tf_cp_wait<0>();

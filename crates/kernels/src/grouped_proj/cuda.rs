@@ -10,7 +10,6 @@ pub static KERNEL: CudaKernel = CudaKernel {
         include_str!("../cuda/wgmma.cuh"),
         include_str!("../cuda/mma_pipe.cuh"),
         include_str!("../cuda/mma_rows.cuh"),
-        include_str!("../cuda/wg_pipe.cuh"),
         include_str!("../cuda/wg_rs.cuh"),
         include_str!("../fp8_gemm/fp8_gemm.cu"),
         include_str!("grouped_proj.cu")
