@@ -218,7 +218,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         tf_cp_wait<RS_RING - 2>();
         // Threads convert raw chunks that others copied.
         __syncthreads();
-        // FP4 codes: cc this stage's, cn the next stage's (loaded at this stage's top, first read after its first half of MMAs).
+        // Scale codes loaded at a stage's top: cc this stage's (FP8 the rows' 128-block code, read at the close; FP4 the rows' four), cn the next stage's (FP4, first read after this stage's first half of MMAs).
         u32 fa[HALF][4], fb[HALF][4], cc[2], cn[2] = {codes(0, 0), codes(0, 1)};
         frags(0, 0, fa, cn);
         for (int s = 0; s < stages; ++s) {
@@ -229,7 +229,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             __syncthreads();
 #endif
 #pragma unroll
-            for (int h = 0; h < 2; ++h) cc[h] = cn[h], cn[h] = codes(s + 1, h);
+            for (int h = 0; h < 2; ++h) cc[h] = FMT == MMA_FP8 ? sw_src[h][s] : cn[h], cn[h] = codes(s + 1, h);
             // Each half's fragments are converted while the MMAs before them run.
             mmas(s, 0, fa);
             frags(s, 1, fb, cc);
@@ -237,7 +237,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             issue(s + RS_RING - 1);
             float sw[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32(FMT == MMA_FP8 ? sw_src[h][s] : (u8)tf_code_max4(cc[h]));
+            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32((u8)(FMT == MMA_FP8 ? cc[h] : tf_code_max4(cc[h])));
             tf_wg_wait1();
             if (s + 1 < stages) frags(s + 1, 0, fa, cn);
             tf_wg_wait0();
