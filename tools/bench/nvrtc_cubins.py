@@ -25,9 +25,8 @@ def compile_one(nv, src, name, arch):
         raise RuntimeError(f"nvrtcCreateProgram {name}: {r}")
     opts = [f"--gpu-architecture=sm_{arch}a" if arch == "90" else f"--gpu-architecture=sm_{arch}", "--std=c++17", "--fmad=false", "--ptxas-options=--verbose"]
     # TF_RS_RING=R builds the sm_90a prompt tiles with an R-stage ring (cuda_gemm.py reads the same variable).
-    for var in ("RS_RING",):
-        if os.environ.get(f"TF_{var}"):
-            opts.append(f"-D{var}={int(os.environ[f'TF_{var}'])}")
+    if os.environ.get("TF_RS_RING"):
+        opts.append(f"-DRS_RING={int(os.environ['TF_RS_RING'])}")
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = nv.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()

@@ -1,7 +1,7 @@
 //! Dynamic shared memory of the sm_90a prompt GEMM entries (wg_rs.cuh's register-operand ring): opted in at load, passed at launch, checked by the limits.
 
 /// Stages of the ring (wg_rs.cuh's `RS_RING`).
-pub const RS_RING: u32 = 4;
+const RS_RING: u32 = 4;
 
 /// The entries whose tiles are `tf_mma_pipe`'s.
 pub const PIPE_ENTRIES: [&str; 3] = ["fp8_gemm", "mxfp4_gemm", "grouped_proj"];

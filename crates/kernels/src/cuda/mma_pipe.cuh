@@ -20,20 +20,13 @@ __device__ __forceinline__ void tf_mma_f16_fresh(float* d, const u32* a, const u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
-// x's four bytes (e2m1 pairs) as f16x2 words at value * 2^-14, byte i to h[i]: sign and magnitude bits of every nibble placed at once, paired by byte, then one permute a word against zeros.
-__device__ __forceinline__ void tf_e2m1x8_raw(u32 x, int swap, u32* h) {
+// The four bytes of x (two e2m1 nibbles each, low first) as f16x2 words, byte i to h[i]: sign and magnitude bits of every nibble placed at once at value * 2^-14, paired by byte, one permute a word against zeros, then times mul (tf_fold_mul's).
+__device__ __forceinline__ void tf_e2m1x8_to_f16x2_by(u32 x, int swap, u32 mul, u32* h) {
     if (swap) x = ((x >> 4) & 0x0f0f0f0fu) | ((x << 4) & 0xf0f0f0f0u);
     u32 lo = ((x << 4) & 0x80808080u) | ((x << 1) & 0x0e0e0e0eu), hi = (x & 0x80808080u) | ((x >> 3) & 0x0e0e0e0eu);
     u32 p0 = __byte_perm(lo, hi, 0x5140), p1 = __byte_perm(lo, hi, 0x7362);
-    h[0] = __byte_perm(p0, 0u, 0x1404), h[1] = __byte_perm(p0, 0u, 0x3424);
-    h[2] = __byte_perm(p1, 0u, 0x1404), h[3] = __byte_perm(p1, 0u, 0x3424);
-}
-
-// The four bytes of x (two e2m1 nibbles each, low first) as f16x2 words, byte i to h[i]: tf_e2m1x8_raw's words times mul (tf_fold_mul's).
-__device__ __forceinline__ void tf_e2m1x8_to_f16x2_by(u32 x, int swap, u32 mul, u32* h) {
-    tf_e2m1x8_raw(x, swap, h);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = tf_hmul2(h[i], mul);
+    h[0] = tf_hmul2(__byte_perm(p0, 0u, 0x1404), mul), h[1] = tf_hmul2(__byte_perm(p0, 0u, 0x3424), mul);
+    h[2] = tf_hmul2(__byte_perm(p1, 0u, 0x1404), mul), h[3] = tf_hmul2(__byte_perm(p1, 0u, 0x3424), mul);
 }
 
 // 16 and 8 bytes of read-only global memory.

@@ -151,15 +151,15 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                 }
             } else {
 #pragma unroll
-            for (int j = 0; j < HALF; ++j) {
+                for (int j = 0; j < HALF; ++j) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const u8* ch = raw + tf_wg_raw<MMA_FP8>(wr + 8 * h, HALF * hf + j) + 4 * (t4 / 2);
-                    u32 b[2];
-                    tf_rows_e4m3x4(__byte_perm(*(const u32*)ch, *(const u32*)(ch + 8), sel), b);
-                    f[j][h] = b[0], f[j][2 + h] = b[1];
+                    for (int h = 0; h < 2; ++h) {
+                        const u8* ch = raw + tf_wg_raw<MMA_FP8>(wr + 8 * h, HALF * hf + j) + 4 * (t4 / 2);
+                        u32 b[2];
+                        tf_rows_e4m3x4(__byte_perm(*(const u32*)ch, *(const u32*)(ch + 8), sel), b);
+                        f[j][h] = b[0], f[j][2 + h] = b[1];
+                    }
                 }
-            }
             }
             // Pinned here, ahead of the MMAs' fence, so no conversion sinks between the MMAs that read them.
 #pragma unroll
