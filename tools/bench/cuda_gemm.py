@@ -47,7 +47,14 @@ def pipe_smem():
     if os.environ.get("TF_PIPE_SMEM"):
         return int(os.environ["TF_PIPE_SMEM"])
     ring, stage = int(os.environ.get("TF_RS_RING", "4")), 128 * 32 * 2
-    return max(ring * (4 * stage + 128 * 128 + 4 * (128 // 4 + 4) * 4), 5 * stage + 2 * 128 * 4)
+    return max(ring * (4 * stage + 128 * 128 + 4 * (128 // 4 + 4) * 4 + 2 * 8), 5 * stage + 2 * 128 * 4)
+
+
+def pipe_threads():
+    """Threads of a block of the prompt tiles (crates/kernels/src/cuda/dynamic.rs): on sm_90a two MMA warpgroups and the one feeding them; TF_PIPE_THREADS=N launches N (cubins of other layouts)."""
+    if os.environ.get("TF_PIPE_THREADS"):
+        return int(os.environ["TF_PIPE_THREADS"])
+    return 384 if torch.cuda.get_device_capability(0) == (9, 0) else 256
 
 
 def launch(f, grid, block, args, smem=0):
@@ -170,7 +177,7 @@ def main():
                 s = torch.full((((n + 127) // 128) * ((k + 127) // 128),), 120, dtype=torch.uint8, device="cuda")
                 launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
+                run = lambda w=w: launch(fp8["fp8_gemm" + suffix], grid, 256 if suffix else pipe_threads(), [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 wd = w.view(torch.float8_e4m3fn).float().view(n, k) * 2.0**-7
@@ -180,7 +187,7 @@ def main():
                 s = torch.randint(118, 126, (n * k // 32,), dtype=torch.uint8, device="cuda")
                 launch(fp4["mxfp4_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
                 ws = copies(w)
-                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256, [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
+                run = lambda w=w: launch(fp4["mxfp4_gemm" + suffix], grid, 256 if suffix else pipe_threads(), [q16, qs, w, s, y, m, n, k], 0 if suffix else pipe_smem())
                 run()
                 q = q16.view(torch.float16)[:, :k].float()
                 grid_v = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], device="cuda")

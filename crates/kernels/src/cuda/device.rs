@@ -242,10 +242,11 @@ impl Gpu {
         Ok(f)
     }
 
-    /// `launch`'s configuration for `items` work items of `entry`, with the dynamic shared memory it takes on this GPU.
+    /// `launch`'s configuration for `items` work items of `entry`, with the dynamic shared memory and threads it takes on this GPU.
     pub fn config(&self, launch: &CudaLaunch, entry: &str, items: usize) -> cudarc::driver::LaunchConfig {
         let mut c = launch.config(items);
         c.shared_mem_bytes += super::dynamic::shared_bytes(entry, self.arch);
+        c.block_dim.0 = super::dynamic::threads(entry, self.arch, c.block_dim.0);
         c
     }
 

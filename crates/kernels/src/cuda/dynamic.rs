@@ -1,4 +1,4 @@
-//! Dynamic shared memory of the sm_90a prompt GEMM entries (wg_rs.cuh's register-operand ring): opted in at load, passed at launch, checked by the limits.
+//! Dynamic shared memory and block size of the sm_90a prompt GEMM entries (wg_rs.cuh's register-operand ring and the warpgroup feeding it): opted in at load, passed at launch, checked by the limits.
 
 /// Stages of the ring (wg_rs.cuh's `RS_RING`).
 const RS_RING: u32 = 4;
@@ -14,10 +14,19 @@ pub fn shared_bytes(entry: &str, arch: u32) -> u32 {
     if arch != 90 || !PIPE_ENTRIES.contains(&entry) {
         return 0;
     }
-    // A ring stage: four activation sub-stages, 128 raw weight rows of 128 bytes and the activation scales (RS_SA floats).
-    let ring = RS_RING * (4 * STAGE + 128 * 128 + 4 * (128 / 4 + 4) * 4);
+    // A ring stage: four activation sub-stages, 128 raw weight rows of 128 bytes, the activation scales (RS_SA floats) and its two barriers.
+    let ring = RS_RING * (4 * STAGE + 128 * 128 + 4 * (128 / 4 + 4) * 4 + 2 * 8);
     let old = 3 * STAGE + 2 * STAGE + 2 * 128 * 4;
     ring.max(old)
+}
+
+/// Threads a block of `entry` runs on `arch` when its launch record asks for `block`: on sm_90a the prompt entries' two MMA warpgroups and the one feeding them (wg_rs.cuh's `TF_PIPE_THREADS`).
+pub fn threads(entry: &str, arch: u32, block: u32) -> u32 {
+    if arch == 90 && PIPE_ENTRIES.contains(&entry) {
+        384
+    } else {
+        block
+    }
 }
 
 #[cfg(test)]
@@ -26,9 +35,16 @@ mod tests {
 
     #[test]
     fn only_the_prompt_tiles_on_sm_90a_take_dynamic_shared_memory() {
-        assert_eq!(shared_bytes("fp8_gemm", 90), 4 * (32_768 + 16_384 + 576));
+        assert_eq!(shared_bytes("fp8_gemm", 90), 4 * (32_768 + 16_384 + 576 + 16));
         assert_eq!(shared_bytes("fp8_gemm", 80), 0);
         assert_eq!(shared_bytes("fp8_gemm_rows", 90), 0);
         assert!(PIPE_ENTRIES.iter().all(|e| shared_bytes(e, 90) <= 227 * 1024));
+    }
+
+    #[test]
+    fn only_the_prompt_tiles_on_sm_90a_add_a_feeding_warpgroup() {
+        assert_eq!(threads("mxfp4_gemm", 90, 256), 384);
+        assert_eq!(threads("mxfp4_gemm", 89, 256), 256);
+        assert_eq!(threads("mxfp4_gemm_rows", 90, 256), 256);
     }
 }

@@ -68,10 +68,11 @@ pub fn check(kernel: &CudaKernel, lim: &ArchLimits, resources: &HashMap<String, 
         }
         for rec in kernel.records {
             let what = format!("{entry} on sm_{sm} under {rec}");
-            if rec.block == 0 || rec.block > lim.threads_per_block || rec.block > lim.threads_per_sm {
-                problems.push(format!("{what}: {} threads per block", rec.block));
+            let block = super::dynamic::threads(entry, sm, rec.block);
+            if block == 0 || block > lim.threads_per_block || block > lim.threads_per_sm {
+                problems.push(format!("{what}: {block} threads per block"));
             }
-            let regs = block_registers(r.registers, rec.block);
+            let regs = block_registers(r.registers, block);
             if regs > lim.registers_per_block {
                 problems.push(format!(
                     "{what}: {regs} registers per block > {}",

@@ -21,7 +21,15 @@ struct TfRsSmem {
     u16 as[RS_RING][WG_SUB][PIPE_BM * MMA_BK];
     u8 raw[RS_RING][MMA_BN * 128];
     float sa[RS_RING][RS_SA];
+    u64 full[RS_RING], empty[RS_RING];
 };
+
+// Threads of a prompt entry's block: on sm_90a two MMA warpgroups and the warpgroup that feeds them (tf_wg_feed); cuda/dynamic.rs launches the same.
+#ifdef TF_WGMMA
+#define TF_PIPE_THREADS 384
+#else
+#define TF_PIPE_THREADS 256
+#endif
 
 // Bytes of dynamic shared memory the sm_90a prompt entries need (the register-operand ring or, for unaligned FP8 weights, tf_mma_pipe_bm's buffers); cuda/dynamic.rs passes the same.
 #define TF_PIPE_DYN_BYTES (sizeof(TfRsSmem) > sizeof(TfPipeSmem) ? sizeof(TfRsSmem) : sizeof(TfPipeSmem))
@@ -37,12 +45,116 @@ __device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int by
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
-// Tiles of 128 weight rows by NT activation rows: warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part (FP4: each 32-block folded against the row's largest code, tf_fold_mul), then part's scaled add.
+// A shared-memory barrier at bar that completes a phase after `count` arrivals.
+__device__ __forceinline__ void tf_mbar_init(u32 bar, u32 count) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory"); }
+
+// This thread's arrival at bar, releasing its earlier writes to the threads that wait on the phase.
+__device__ __forceinline__ void tf_mbar_arrive(u32 bar) { asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory"); }
+
+// Waits until bar's phase of parity `parity` has completed.
+__device__ __forceinline__ void tf_mbar_wait(u32 bar, u32 parity) {
+    asm volatile("{ .reg .pred p; TF_MBAR_WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra TF_MBAR_WAIT; }" ::"r"(bar), "r"(parity) : "memory");
+}
+
+// The feeding warpgroup's copies of every stage of this block's tiles into the ring: a slot is refilled once both MMA warpgroups released it (empty), and a stage is announced (full) once its copies have landed and are visible to the tensor cores.
+template <int FMT, int NT>
+__device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, int m, int n,
+                                           int kend, int subs, int stages, size_t row_bytes) {
+    constexpr int AR = NT / 32, H = WG_SUB, RAW_ROW = FMT == MMA_FP8 ? 128 : 64, RAW_CH = RAW_ROW / 16, RAW_ROWS = 128 / RAW_CH;
+    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_STAGE = MMA_BN * 128;
+    int p = threadIdx.x - 256;
+    // Copies: activation rows ar + 32 i at chunk ac of each sub-stage; whole raw stages row rr + RAW_ROWS i at chunk rc; at the edges weight row p, and activation scale row p.
+    int ar = p / 4, ac = p % 4, rr = p / RAW_CH, rc = p % RAW_CH;
+    u32 a_dst[AR];
+#pragma unroll
+    for (int i = 0; i < AR; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 32 * i, ac)]);
+    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<FMT>(rr, rc);
+    u32 sa_dst = tf_smem_addr(&sm.sa[0][(p / 2 % 4) * (NT / 4 + 4) + p / 8 * 2 + p % 2]);
+    u32 full0 = tf_smem_addr(&sm.full[0]), empty0 = tf_smem_addr(&sm.empty[0]);
+    int tiles_m = (m + NT - 1) / NT, tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN), gs = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
+        const u16* a_src[AR];
+        int a_lim[AR];
+#pragma unroll
+        for (int i = 0; i < AR; ++i) {
+            int gm = m0 + ar + 32 * i;
+            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
+            a_lim[i] = gm < m ? kend - ac * 8 : 0;
+        }
+        int gn = n0 + p;
+        const u8* b_src = w + (size_t)min(gn, n - 1) * row_bytes;
+        const u8* bw_src = w + (size_t)(n0 + rr) * row_bytes + (FMT == MMA_FP8 ? (rc % 2) * 16 : 0);
+        const float* sa_src = q_scale + (size_t)min(m0 + p, m - 1) * qs_stride;
+        bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
+        for (int s = 0; s < stages; ++s, ++gs) {
+            int slot = gs % RS_RING;
+            if (gs >= RS_RING) tf_mbar_wait(empty0 + 8 * slot, (gs / RS_RING + 1) & 1);
+#ifdef TF_FAULT_race_no_sync
+            // The stage is announced before its copies, one warp's held back, so the consumers' reads race them on every run.
+            tf_mbar_arrive(full0 + 8 * slot);
+            if (p / 32 == 3) __nanosleep(4000);
+#endif
+            if (p < NT) tf_cp_async4_at(sa_dst + slot * RS_SA * 4, sa_src + s, 4);
+            if (inside && (s + 1) * H <= subs) {
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+#pragma unroll
+                    for (int i = 0; i < AR; ++i) tf_cp_async16(a_dst[i] + (slot * H + j) * A_SUB, a_src[i] + (s * H + j) * MMA_BK);
+                }
+                size_t rk = FMT == MMA_FP8 ? (size_t)(s * H + rc / 2) * MMA_BK : (size_t)(s * H + rc) * (MMA_BK / 2);
+#pragma unroll
+                for (int i = 0; i < RAW_CH; ++i)
+                    tf_cp_async16(raw_whole + slot * RAW_STAGE + i * RAW_ROWS * RAW_ROW, bw_src + (size_t)i * RAW_ROWS * row_bytes + rk);
+            } else {
+#pragma unroll
+                for (int j = 0; j < H; ++j) {
+                    int u = s * H + j, k0 = u * MMA_BK;
+                    if (u >= subs) break;
+                    u32 sub = (u32)(slot * H + j);
+#pragma unroll
+                    for (int i = 0; i < AR; ++i) {
+                        int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
+                        tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
+                    }
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        if constexpr (FMT == MMA_FP8) {
+                            int bytes = gn < n ? min(max(kend - k0 - 16 * h, 0), 16) : 0;
+                            tf_cp_async16_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(p, 2 * j + h), bytes > 0 ? b_src + k0 + 16 * h : w, bytes);
+                        } else {
+                            // K is whole 32-blocks, so a sub-stage inside K is whole.
+                            tf_cp_async8_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(p, j) + 8 * h, gn < n ? b_src + k0 / 2 + 8 * h : w, gn < n ? 8 : 0);
+                        }
+                    }
+                }
+            }
+            tf_cp_commit();
+#ifndef TF_FAULT_race_no_sync
+            // The stage before has landed: fenced for the tensor cores and announced.
+            if (gs > 0) {
+                tf_cp_wait<1>();
+                tf_fence_async_smem();
+                tf_mbar_arrive(full0 + 8 * ((gs - 1) % RS_RING));
+            }
+#endif
+        }
+    }
+    tf_cp_wait<0>();
+#ifndef TF_FAULT_race_no_sync
+    if (gs > 0) {
+        tf_fence_async_smem();
+        tf_mbar_arrive(full0 + 8 * ((gs - 1) % RS_RING));
+    }
+#endif
+}
+
+// Tiles of 128 weight rows by NT activation rows, consumed by warpgroups 0 and 1 from the ring that warpgroup 2 feeds (tf_wg_feed): warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part (FP4: each 32-block folded against the row's largest code, tf_fold_mul), then part's scaled add.
 template <int FMT, int NT>
 __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
                                          const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
-    constexpr int AP = NT / 64, NACC = NT / 2, H = WG_SUB, HALF = WG_SUB;
-    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_STAGE = MMA_BN * 128;
+    constexpr int NACC = NT / 2, H = WG_SUB, HALF = WG_SUB;
+    constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     int tiles_m = (m + NT - 1) / NT, tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128, kend = k;
@@ -50,14 +162,19 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     kend = (nblk - 1) * 128;
 #endif
     int subs = (kend + MMA_BK - 1) / MMA_BK, stages = (subs + H - 1) / H;
-    // Copies: activation row ar + 64 i, chunk ac of each sub-stage; whole raw stages row rr + RAW_ROWS i, chunk rc; edge raw chunks row bn, codes bc.. of each sub-stage.
-    constexpr int RAW_COPIES = FMT == MMA_FP8 ? 4 : 2, RAW_ROWS = FMT == MMA_FP8 ? 32 : 64, RAW_ROW = FMT == MMA_FP8 ? 128 : 64;
     size_t row_bytes = FMT == MMA_FP8 ? (size_t)k : (size_t)(k / 2);
-    int ar = tid / 4, ac = tid % 4, rr = tid / (RAW_ROW / 16), rc = tid % (RAW_ROW / 16), bn = tid / 2, bc = (tid % 2) * 16;
-    u32 a_dst[AP];
+    u32 full0 = tf_smem_addr(&sm.full[0]), empty0 = tf_smem_addr(&sm.empty[0]);
+    if (tid == 0) {
 #pragma unroll
-    for (int i = 0; i < AP; ++i) a_dst[i] = tf_smem_addr(&sm.as[0][0][tf_pipe_a(ar + 64 * i, ac)]);
-    u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<FMT>(rr, rc), sa_dst = tf_smem_addr(&sm.sa[0][(tid / 2 % 4) * (NT / 4 + 4) + tid / 8 * 2 + tid % 2]);
+        for (int i = 0; i < RS_RING; ++i) tf_mbar_init(full0 + 8 * i, 128), tf_mbar_init(empty0 + 8 * i, 256);
+    }
+    __syncthreads();
+    if (warp >= 8) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+        tf_wg_feed<FMT, NT>(sm, q, q_stride, q_scale, qs_stride, w, m, n, kend, subs, stages, row_bytes);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     u64 db0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]));
     // This thread's weight rows wr and wr + 8 (its fragment rows), and the selector of its fragment bytes in a 16-byte chunk's words t4 / 2 and 2 + t4 / 2.
     int wr = 16 * warp + g;
@@ -65,18 +182,13 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     // FP4: the selector of byte t4 of two words into a word's low bytes, and the planted nibble swap.
     u32 sel4 = (u32)(t4 | (4 + t4) << 4);
     int swap = tf_fault_swap();
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // The ring stage of the tile's first stage: stage s sits in slot (g0 + s) % RS_RING, its phase (g0 + s) / RS_RING.
+    int g0 = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, g0 += stages) {
         int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
         float acc[NACC], part[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
-        const u16* a_src[AP];
-        int a_lim[AP];
-        tf_act_rows<AP>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
-        int gn = n0 + bn, b_lim = gn < n ? kend - bc : 0;
-        const u8* b_src = w + (size_t)min(gn, n - 1) * row_bytes + (FMT == MMA_FP8 ? bc : bc / 2);
-        const u8* bw_src = w + (size_t)(n0 + rr) * row_bytes + (FMT == MMA_FP8 ? (rc % 2) * 16 : 0);
-        const float* sa_src = q_scale + (size_t)min(m0 + tid, m - 1) * qs_stride;
         // Scale rows of this thread's weight rows: FP8 their 128-row block's, FP4 their own 32-block codes.
         const u8* sw_src[2];
 #pragma unroll
@@ -90,53 +202,14 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             if (FMT == MMA_FP8 || s >= stages) return 0u;
             return words ? *(const u32*)(sw_src[h] + 4 * s) : tf_codes4(sw_src[h], s, subs);
         };
+        auto slot = [&](int s) { return (g0 + s) % RS_RING; };
+        // Stage s's copies have landed (tf_wg_feed announces them).
+        auto landed = [&](int s) { tf_mbar_wait(full0 + 8 * slot(s), ((g0 + s) / RS_RING) & 1); };
         // Whether the tile's weight rows all lie in one 128-row block of the scale grid.
         bool one = FMT == MMA_FP8 && (col0 + n0) % 128 == 0;
-        bool inside = m0 + NT <= m && n0 + MMA_BN <= n && kend % MMA_BK == 0;
-        // One copy group: stage s's activations, activation scales and raw weight codes into ring slot s % RS_RING (zeros outside the matrix).
-        auto issue = [&](int s) {
-            int slot = s % RS_RING;
-#ifdef TF_FAULT_race_no_sync
-            // One warp's copies are held back, so the missing barrier shows on every run.
-            if (warp == 7 && s >= RS_RING - 1 && s < stages) __nanosleep(4000);
-#endif
-            if (s < stages && tid < NT) tf_cp_async4_at(sa_dst + slot * RS_SA * 4, sa_src + s, 4);
-            if (inside && (s + 1) * H <= subs) {
-#pragma unroll
-                for (int j = 0; j < H; ++j) {
-#pragma unroll
-                    for (int i = 0; i < AP; ++i) tf_cp_async16(a_dst[i] + (slot * H + j) * A_SUB, a_src[i] + (s * H + j) * MMA_BK);
-                }
-                size_t rk = FMT == MMA_FP8 ? (size_t)(s * H + rc / 2) * MMA_BK : (size_t)(s * H + rc) * (MMA_BK / 2);
-#pragma unroll
-                for (int i = 0; i < RAW_COPIES; ++i)
-                    tf_cp_async16(raw_whole + slot * RAW_STAGE + i * RAW_ROWS * RAW_ROW, bw_src + (size_t)i * RAW_ROWS * row_bytes + rk);
-                tf_cp_commit();
-                return;
-            }
-#pragma unroll
-            for (int j = 0; j < H; ++j) {
-                int u = s * H + j, k0 = u * MMA_BK;
-                if (u >= subs) break;
-                u32 sub = (u32)(slot * H + j);
-#pragma unroll
-                for (int i = 0; i < AP; ++i) {
-                    int bytes = min(max(a_lim[i] - k0, 0), 8) * 2;
-                    tf_cp_async16_at(a_dst[i] + sub * A_SUB, bytes > 0 ? a_src[i] + k0 : q, bytes);
-                }
-                if constexpr (FMT == MMA_FP8) {
-                    int bytes = min(max(b_lim - k0, 0), 16);
-                    tf_cp_async16_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(bn, 2 * j + bc / 16), bytes > 0 ? b_src + k0 : w, bytes);
-                } else {
-                    // K is whole 32-blocks, so a sub-stage inside K is whole.
-                    tf_cp_async8_at(raw0 + slot * RAW_STAGE + tf_wg_raw<FMT>(bn, j) + bc / 2, gn < n ? b_src + k0 / 2 : w, gn < n ? 8 : 0);
-                }
-            }
-            tf_cp_commit();
-        };
         // Half hf of stage s's A fragments of rows wr and wr + 8 (FP4 with the rows' codes c): a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
         auto frags = [&](int s, int hf, u32 (&f)[HALF][4], const u32 (&c)[2]) {
-            const u8* raw = &sm.raw[s % RS_RING][0];
+            const u8* raw = &sm.raw[slot(s)][0];
             if constexpr (FMT == MMA_FP4) {
                 // A 32-block's 16-byte chunk a row: bytes t4, 4 + t4, 8 + t4 and 12 + t4 are this lane's two k16 steps.
 #pragma unroll
@@ -167,7 +240,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         };
         // Half hf of stage s's k16 steps into part (afresh at the stage's first), issued and committed as one group; none past K.
         auto mmas = [&](int s, int hf, const u32 (&f)[HALF][4]) {
-            u64 db = db0 + (u64)(s % RS_RING) * H * (A_SUB / 16) + hf * (HALF / 2) * (A_SUB / 16);
+            u64 db = db0 + (u64)slot(s) * H * (A_SUB / 16) + hf * (HALF / 2) * (A_SUB / 16);
             auto mma = [&](int j) {
                 u64 d = db + (j / 2) * (A_SUB / 16) + 2 * (j % 2);
                 if constexpr (NT == 128)
@@ -191,7 +264,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         };
         // part's scaled add into acc: element i is weight row wr + 8 ((i / 2) % 2), activation row 8 (i / 4) + 2 t4 + i % 2; one scale product per activation row where the tile's rows share a scale row.
         auto close = [&](int s, const float* sw) {
-            const float4* sas = (const float4*)&sm.sa[s % RS_RING][t4 * (NT / 4 + 4)];
+            const float4* sas = (const float4*)&sm.sa[slot(s)][t4 * (NT / 4 + 4)];
 #pragma unroll
             for (int c2 = 0; c2 < NACC / 8; ++c2) {
                 float4 sa4 = sas[c2];
@@ -213,39 +286,30 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                 }
             }
         };
-#pragma unroll
-        for (int i = 0; i < RS_RING - 1; ++i) issue(i);
-        tf_cp_wait<RS_RING - 2>();
-        // Threads convert raw chunks that others copied.
-        __syncthreads();
         // Scale codes loaded at a stage's top: cc this stage's (FP8 the rows' 128-block code, read at the close; FP4 the rows' four), cn the next stage's (FP4, first read after this stage's first half of MMAs).
         u32 fa[HALF][4], fb[HALF][4], cc[2], cn[2] = {codes(0, 0), codes(0, 1)};
+        landed(0);
         frags(0, 0, fa, cn);
         for (int s = 0; s < stages; ++s) {
-            // Groups up to s + 1 have landed: stage s's activations and scales, stage s + 1's raw codes.
-            tf_cp_wait<RS_RING - 3>();
-            tf_fence_async_smem();
-#ifndef TF_FAULT_race_no_sync
-            __syncthreads();
-#endif
 #pragma unroll
             for (int h = 0; h < 2; ++h) cc[h] = FMT == MMA_FP8 ? sw_src[h][s] : cn[h], cn[h] = codes(s + 1, h);
             // Each half's fragments are converted while the MMAs before them run.
             mmas(s, 0, fa);
             frags(s, 1, fb, cc);
             mmas(s, 1, fb);
-            issue(s + RS_RING - 1);
             float sw[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32((u8)(FMT == MMA_FP8 ? cc[h] : tf_code_max4(cc[h])));
             tf_wg_wait1();
-            if (s + 1 < stages) frags(s + 1, 0, fa, cn);
+            if (s + 1 < stages) {
+                landed(s + 1);
+                frags(s + 1, 0, fa, cn);
+            }
             tf_wg_wait0();
             close(s, sw);
+            // This thread is done with the stage's slot: its MMAs have read it, its fragments and scales are in registers.
+            tf_mbar_arrive(empty0 + 8 * slot(s));
         }
-        // Every copy has landed and every warp is done with the buffers before the next tile's prologue refills them.
-        tf_cp_wait<0>();
-        __syncthreads();
 #pragma unroll
         for (int i = 0; i < NACC; ++i) {
             tf_store_y(y, y_stride, m, n, m0 + 8 * (i / 4) + 2 * t4 + i % 2, n0 + wr + 8 * ((i / 2) % 2), acc[i]);
@@ -270,6 +334,8 @@ __device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const fl
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < TF_PIPE_DYN_BYTES) __trap();
     bool ring = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
+    // tf_mma_pipe_bm's tiles take the MMA warpgroups alone.
+    if (!ring && threadIdx.x >= 256) return;
     TfPipeSmem& psm = *(TfPipeSmem*)tf_dyn;
     if (!ring && big)
         tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);

@@ -23,7 +23,7 @@ extern "C" __global__ void fp8_gemm_quant(const float* x, u16* q, float* q_scale
     tf_fp8_quant_rows(x, q, q_scale, rows, k);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) fp8_gemm(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
+extern "C" __global__ void __launch_bounds__(TF_PIPE_THREADS, 1) fp8_gemm(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                           float* y, int m, int n, int k) {
     tf_grid_begin();
     tf_fp8_tiles(q, (k + 7) / 8 * 8, q_scale, (k + QB - 1) / QB, w, w_scale, 0, y, n, m, n, k);

@@ -5,7 +5,7 @@ extern "C" __global__ void grouped_proj_quant(const float* x, u16* q, float* q_s
 }
 
 // Group g: rows of q are the token rows' group-g activations (stride groups * k rounded up to 8); columns g * o_lora .. of y.
-extern "C" __global__ void __launch_bounds__(256, 1) grouped_proj(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
+extern "C" __global__ void __launch_bounds__(TF_PIPE_THREADS, 1) grouped_proj(const u16* q, const float* q_scale, const u8* w, const u8* w_scale,
                                                               float* y, int m, int groups, int o_lora, int k, int g) {
     tf_grid_begin();
     int nblk = (k + QB - 1) / QB, kp = (k + 7) / 8 * 8;
