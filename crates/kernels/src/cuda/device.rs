@@ -242,11 +242,14 @@ impl Gpu {
         Ok(f)
     }
 
-    /// `launch`'s configuration for `items` work items of `entry`, with the dynamic shared memory and threads it takes on this GPU.
+    /// `launch`'s configuration for `items` work items of `entry`, with the dynamic shared memory, threads and blocks it takes on this GPU.
     pub fn config(&self, launch: &CudaLaunch, entry: &str, items: usize) -> cudarc::driver::LaunchConfig {
         let mut c = launch.config(items);
         c.shared_mem_bytes += super::dynamic::shared_bytes(entry, self.arch);
         c.block_dim.0 = super::dynamic::threads(entry, self.arch, c.block_dim.0);
+        if super::dynamic::one_block_an_sm(entry, self.arch) {
+            c.grid_dim.0 = c.grid_dim.0.min(self.sms.max(1));
+        }
         c
     }
 

@@ -299,7 +299,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
             mmas(s, 1, fb);
             float sw[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_to_f32((u8)(FMT == MMA_FP8 ? cc[h] : tf_code_max4(cc[h])));
+            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_sel((u8)(FMT == MMA_FP8 ? cc[h] : tf_code_max4(cc[h])));
             tf_wg_wait1();
             if (s + 1 < stages) {
                 landed(s + 1);
