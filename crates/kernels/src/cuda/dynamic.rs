@@ -22,11 +22,7 @@ pub fn shared_bytes(entry: &str, arch: u32) -> u32 {
 
 /// Threads a block of `entry` runs on `arch` when its launch record asks for `block`: on sm_90a the prompt entries' two MMA warpgroups and the one feeding them (wg_rs.cuh's `TF_PIPE_THREADS`).
 pub fn threads(entry: &str, arch: u32, block: u32) -> u32 {
-    if one_block_an_sm(entry, arch) {
-        384
-    } else {
-        block
-    }
+    if one_block_an_sm(entry, arch) { 384 } else { block }
 }
 
 /// Whether `entry` on `arch` runs one block an SM that loops over the tiles (the sm_90a prompt entries), so a block's feeding warpgroup runs ahead into its next tile.
