@@ -1,10 +1,10 @@
-// The prompt tiles on sm_90a with the weights as wgmma's register operand: each warpgroup converts its 64 weight rows' raw FP8 or FP4 codes straight into A fragments, the activations are the shared B operand; and the prompt tiles' entry, tf_mma_pipe.
+// The prompt tiles on sm_90a with the weights as wgmma's register operand: a third warpgroup feeds a ring of stages (tf_wg_feed), each MMA warpgroup converts its 64 weight rows' raw FP8 or FP4 codes straight into A fragments, the activations are the shared B operand; and the prompt tiles' entry, tf_mma_pipe.
 #ifndef RS_RING
 #define RS_RING 4
 #endif
 // 32-wide sub-stages a stage (a 128-block).
 #define WG_SUB 4
-static_assert(RS_RING >= 3, "a stage's fragments are converted while the stage before runs, from codes copied at least a stage before");
+static_assert(RS_RING >= 3, "the feeder announces a stage once it has issued the next, whose slot the MMA warpgroups free two stages before");
 
 // Byte offset in a raw stage of column r's 16-byte chunk c (FP8: 8 a column, c = 2 x sub-stage + half; FP4: 4, c = sub-stage): swizzled so one column's chunks and four columns' chunks at one c each fill distinct banks.
 template <int FMT>
@@ -16,7 +16,7 @@ __device__ __forceinline__ u32 tf_wg_raw(int r, int c) {
 // Floats a stage's activation scales take: activation row 8c + 2t + e of an NT-row tile at t (NT / 4 + 4) + 2c + e, so a thread reads its scales as float4s, the four t apart in banks.
 #define RS_SA (4 * (PIPE_BM / 4 + 4))
 
-// The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw weight stages (tf_wg_raw's layout; FP4 fills half) and each stage's activation scales.
+// The register-operand ring: activation stages (tf_pipe_a's layout, the B operand), raw weight stages (tf_wg_raw's layout; FP4 fills half), each stage's activation scales, and each slot's barriers (full: its stage has landed; empty: both MMA warpgroups are done with it).
 struct TfRsSmem {
     u16 as[RS_RING][WG_SUB][PIPE_BM * MMA_BK];
     u8 raw[RS_RING][MMA_BN * 128];
