@@ -21,12 +21,12 @@ __device__ __forceinline__ void tf_store_y(float* y, int y_stride, int m, int n,
     if (!skip) y[(size_t)gm * y_stride + gn] = v;
 }
 
-// A tile's activation chunks: row m0 + ar + 64 i of q (clamped into the m rows) from chunk ac, and how much of K up to kend each holds (none outside the matrix).
-template <int AP>
+// A tile's activation chunks: row m0 + ar + STEP i of q (clamped into the m rows) from chunk ac, and how much of K up to kend each holds (none outside the matrix).
+template <int AP, int STEP = 64>
 __device__ __forceinline__ void tf_act_rows(const u16* q, int q_stride, int m, int m0, int ar, int ac, int kend, const u16* (&src)[AP], int (&lim)[AP]) {
 #pragma unroll
     for (int i = 0; i < AP; ++i) {
-        int gm = m0 + ar + 64 * i;
+        int gm = m0 + ar + STEP * i;
         src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
         lim[i] = gm < m ? kend - ac * 8 : 0;
     }

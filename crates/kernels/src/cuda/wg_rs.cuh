@@ -76,12 +76,7 @@ __device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const u16* q, int q_str
         int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
         const u16* a_src[AR];
         int a_lim[AR];
-#pragma unroll
-        for (int i = 0; i < AR; ++i) {
-            int gm = m0 + ar + 32 * i;
-            a_src[i] = q + (size_t)min(gm, m - 1) * q_stride + ac * 8;
-            a_lim[i] = gm < m ? kend - ac * 8 : 0;
-        }
+        tf_act_rows<AR, 32>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
         int gn = n0 + p;
         const u8* b_src = w + (size_t)min(gn, n - 1) * row_bytes;
         const u8* bw_src = w + (size_t)(n0 + rr) * row_bytes + (FMT == MMA_FP8 ? (rc % 2) * 16 : 0);
