@@ -164,12 +164,15 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         for (int i = 0; i < RS_RING; ++i) tf_mbar_init(full0 + 8 * i, 128), tf_mbar_init(empty0 + 8 * i, 256);
     }
     __syncthreads();
+    // Registers a thread: the feeder few, the MMA warpgroups their fragments; the block's 384 x 168 at launch are all there is to share.
+    constexpr int FEED_REGS = 56, MMA_REGS = 224;
+    static_assert(128 * FEED_REGS + 256 * MMA_REGS <= TF_PIPE_THREADS * 168, "setmaxnreg.inc would wait forever for registers the block does not have");
     if (warp >= 8) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(FEED_REGS));
         tf_wg_feed<FMT, NT>(sm, q, q_stride, q_scale, qs_stride, w, m, n, kend, subs, stages, row_bytes);
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(MMA_REGS));
     u64 db0 = tf_wg_desc(tf_smem_addr(&sm.as[0][0][0]));
     // This thread's weight rows wr and wr + 8 (its fragment rows), and the selector of its fragment bytes in a 16-byte chunk's words t4 / 2 and 2 + t4 / 2.
     int wr = 16 * warp + g;
