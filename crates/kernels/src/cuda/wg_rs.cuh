@@ -45,6 +45,16 @@ __device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int by
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
+// The fold multipliers (tf_fold_mul's) of a row's four 32-block codes c against their largest, m[j] for code byte j, at once; returns that largest.
+__device__ __forceinline__ int tf_fold_mul4(u32 c, u32 (&m)[4]) {
+    int e = tf_code_max4(c);
+    // e - c bytewise (no borrow, e is the largest byte), then at most 29 steps, where the multiplier is 0.
+    u32 d = __vminu4((u32)e * 0x01010101u - c, 0x1d1d1d1du);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) m[j] = (29u - __byte_perm(d, 0u, 0x4440u + j)) * 0x04000400u;
+    return e;
+}
+
 // A shared-memory barrier at bar that completes a phase after `count` arrivals.
 __device__ __forceinline__ void tf_mbar_init(u32 bar, u32 count) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory"); }
 
@@ -205,8 +215,8 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
         auto landed = [&](int s) { tf_mbar_wait(full0 + 8 * slot(s), ((g0 + s) / RS_RING) & 1); };
         // Whether the tile's weight rows all lie in one 128-row block of the scale grid.
         bool one = FMT == MMA_FP8 && (col0 + n0) % 128 == 0;
-        // Half hf of stage s's A fragments of rows wr and wr + 8 (FP4 with the rows' codes c): a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
-        auto frags = [&](int s, int hf, u32 (&f)[HALF][4], const u32 (&c)[2]) {
+        // Half hf of stage s's A fragments of rows wr and wr + 8 (FP4 with the rows' fold multipliers mul): a0/a2 row wr's K pairs 2 t4 and 8 + 2 t4, a1/a3 row wr + 8's.
+        auto frags = [&](int s, int hf, u32 (&f)[HALF][4], const u32 (&mul)[2][4]) {
             const u8* raw = &sm.raw[slot(s)][0];
             if constexpr (FMT == MMA_FP4) {
                 // A 32-block's 16-byte chunk a row: bytes t4, 4 + t4, 8 + t4 and 12 + t4 are this lane's two k16 steps.
@@ -216,7 +226,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                     for (int h = 0; h < 2; ++h) {
                         uint4 x = *(const uint4*)(raw + tf_wg_raw<FMT>(wr + 8 * h, 2 * hf + b));
                         u32 v = __byte_perm(__byte_perm(x.x, x.y, sel4), __byte_perm(x.z, x.w, sel4), 0x5410), o[4];
-                        tf_e2m1x8_to_f16x2_by(v, swap, tf_fold_mul((int)((c[h] >> (8 * (2 * hf + b))) & 0xffu), tf_code_max4(c[h])), o);
+                        tf_e2m1x8_to_f16x2_by(v, swap, mul[h][2 * hf + b], o);
                         f[2 * b][h] = o[0], f[2 * b][2 + h] = o[1], f[2 * b + 1][h] = o[2], f[2 * b + 1][2 + h] = o[3];
                     }
                 }
@@ -284,24 +294,38 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
                 }
             }
         };
-        // Scale codes loaded at a stage's top: cc this stage's (FP8 the rows' 128-block code, read at the close; FP4 the rows' four), cn the next stage's (FP4, first read after this stage's first half of MMAs).
-        u32 fa[HALF][4], fb[HALF][4], cc[2], cn[2] = {codes(0, 0), codes(0, 1)};
-        landed(0);
-        frags(0, 0, fa, cn);
-        for (int s = 0; s < stages; ++s) {
+        // Scale codes loaded at a stage's top: cc this stage's (FP8 the rows' 128-block code read at the close; FP4 the rows' largest), cn the next stage's (FP4 the rows' four, first read after this stage's first half of MMAs, then turned into the fold multipliers mn and the largest codes en, kept for the stage).
+        u32 fa[HALF][4], fb[HALF][4], cc[2], cn[2] = {codes(0, 0), codes(0, 1)}, mn[2][4];
+        int en[2];
+        auto fold = [&]() {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) cc[h] = FMT == MMA_FP8 ? sw_src[h][s] : cn[h], cn[h] = codes(s + 1, h);
+            for (int h = 0; h < 2; ++h) en[h] = FMT == MMA_FP4 ? tf_fold_mul4(cn[h], mn[h]) : 0;
+        };
+        landed(0);
+        fold();
+        frags(0, 0, fa, mn);
+        for (int s = 0; s < stages; ++s) {
+            // This stage's fold multipliers and largest codes (FP8 its scale codes), before the next stage's replace them.
+            u32 mc[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) mc[h][j] = mn[h][j];
+                cc[h] = FMT == MMA_FP8 ? sw_src[h][s] : (u32)en[h];
+                cn[h] = codes(s + 1, h);
+            }
             // Each half's fragments are converted while the MMAs before them run.
             mmas(s, 0, fa);
-            frags(s, 1, fb, cc);
+            frags(s, 1, fb, mc);
             mmas(s, 1, fb);
             float sw[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_sel((u8)(FMT == MMA_FP8 ? cc[h] : tf_code_max4(cc[h])));
+            for (int h = 0; h < 2; ++h) sw[h] = tf_e8m0_sel((u8)cc[h]);
             tf_wg_wait1();
             if (s + 1 < stages) {
                 landed(s + 1);
-                frags(s + 1, 0, fa, cn);
+                fold();
+                frags(s + 1, 0, fa, mn);
             }
             tf_wg_wait0();
             close(s, sw);
