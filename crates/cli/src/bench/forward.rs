@@ -37,6 +37,9 @@ pub struct ForwardArgs {
     /// Add a timeline mark after every kernel launch (graph replays record none inside).
     #[arg(long)]
     timeline_kernels: bool,
+    /// Record one more prompt pass's timeline with every kernel launch marked: GPU and host microseconds a label (CUDA only).
+    #[arg(long)]
+    prompt_timeline: bool,
     /// Launch every decode kernel on its own, without replaying repeated shapes as CUDA graphs.
     #[arg(long)]
     eager: bool,
@@ -172,21 +175,7 @@ fn timeline(
     r?;
     let runs = split_steps(&all);
     let n = runs.len().max(1) as f64;
-    let mut by_label: Vec<(String, f64, f64)> = Vec::new();
-    for run in &runs {
-        for w in run.windows(2) {
-            let at = match by_label.iter().position(|(l, ..)| *l == w[1].label) {
-                Some(at) => at,
-                None => {
-                    by_label.push((w[1].label.clone(), 0.0, 0.0));
-                    by_label.len() - 1
-                }
-            };
-            by_label[at].1 += 1.0 / n;
-            by_label[at].2 += (w[1].gpu_us - w[0].gpu_us) / n;
-        }
-    }
-    by_label.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let by_label = label_times(&runs).into_iter().map(|(l, c, g, _)| (l, c, g)).collect();
     let same = !runs.is_empty() && runs.windows(2).all(|w| w[0].len() == w[1].len());
     let marks = match same {
         true => (0..runs[0].len())
@@ -202,6 +191,61 @@ fn timeline(
         by_label,
         between: between_tokens(&all),
     })
+}
+
+/// Per label over `runs`: the marks a run, and the mean GPU and host microseconds a run between each such mark and the mark before it, most GPU time first.
+fn label_times(runs: &[Vec<Mark>]) -> Vec<(String, f64, f64, f64)> {
+    let n = runs.len().max(1) as f64;
+    let mut by_label: Vec<(String, f64, f64, f64)> = Vec::new();
+    for run in runs {
+        for w in run.windows(2) {
+            let at = match by_label.iter().position(|(l, ..)| *l == w[1].label) {
+                Some(at) => at,
+                None => {
+                    by_label.push((w[1].label.clone(), 0.0, 0.0, 0.0));
+                    by_label.len() - 1
+                }
+            };
+            by_label[at].1 += 1.0 / n;
+            by_label[at].2 += (w[1].gpu_us - w[0].gpu_us) / n;
+            by_label[at].3 += (w[1].host_us - w[0].host_us) / n;
+        }
+    }
+    by_label.sort_by(|a, b| b.2.total_cmp(&a.2));
+    by_label
+}
+
+/// One prompt pass of `prompt` on a fresh cache with every launch marked: its label times (as `label_times`) and its last mark's host and GPU microseconds from its start; None off CUDA.
+fn prompt_timeline(
+    model: &Dsv4Model,
+    device: &Device,
+    picks: bool,
+    prompt: &[u32],
+) -> anyhow::Result<Option<PromptTimeline>> {
+    let Some(c) = device.cuda() else {
+        return Ok(None);
+    };
+    let mut cache = Dsv4Cache::default();
+    cuda::record_marks(true, true);
+    let r = step(model, &mut cache, device, 0, picks, prompt);
+    cuda::record_marks(false, false);
+    let all = c.gpu.take_marks().map_err(|e| anyhow!(e))?;
+    r?;
+    let runs = split_steps(&all);
+    let end = runs
+        .first()
+        .and_then(|r| r.last())
+        .map_or((0.0, 0.0), |m| (m.host_us, m.gpu_us));
+    Ok(Some(PromptTimeline {
+        by_label: label_times(&runs),
+        end,
+    }))
+}
+
+/// A prompt pass's timeline: per label (marks, GPU us, host us), and the last mark's (host us, GPU us).
+struct PromptTimeline {
+    by_label: Vec<(String, f64, f64, f64)>,
+    end: (f64, f64),
 }
 
 /// CUDA graph launches so far on `device` (none on the CPU).
@@ -270,6 +314,17 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         args.timeline_tokens,
         args.timeline_kernels,
     )?;
+    let prompt_marks = match args.prompt_timeline {
+        true => prompt_timeline(&model, &device, picks, &prompt)?,
+        false => None,
+    };
+    let tenth = |v: f64| (v * 10.0).round() / 10.0;
+    let prompt_by_label: Vec<_> = prompt_marks
+        .iter()
+        .flat_map(|p| &p.by_label)
+        .map(|(l, c, g, h)| json!([l, tenth(*c), tenth(*g), tenth(*h)]))
+        .collect();
+    let prompt_end = prompt_marks.as_ref().map(|p| [tenth(p.end.0), tenth(p.end.1)]);
     let round =
         |(label, a, b): (String, f64, f64)| json!([label, (a * 10.0).round() / 10.0, (b * 10.0).round() / 10.0]);
     let between = marks.between;
@@ -313,6 +368,8 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_share_of_copy_bandwidth": copy.map(|b| token_gbs * 1e9 / b),
         "decode_timeline_host_gpu_us": marks,
         "decode_timeline_by_label_count_gpu_us": by_label,
+        "prompt_timeline_end_host_gpu_us": prompt_end,
+        "prompt_timeline_by_label_count_gpu_host_us": prompt_by_label,
         "decode_timeline_between_tokens_host_gpu_us": between.map(|(h, g)| [(h * 10.0).round() / 10.0, (g * 10.0).round() / 10.0]),
     });
     if args.json {
@@ -364,5 +421,20 @@ mod tests {
     fn gaps_between_tokens_run_from_copies_and_last_mark_to_the_next_step() {
         assert_eq!(between_tokens(&two_steps()), Some((50.0, 190.0)));
         assert_eq!(between_tokens(&two_steps()[..5]), None);
+    }
+
+    #[test]
+    fn label_times_average_each_label_over_runs_most_gpu_time_first() {
+        let times = label_times(&split_steps(&two_steps()));
+        let want = [
+            ("12 read-back copies", 1.0, 1435.0, 847.5),
+            ("cache written", 1.0, 101.0, 700.0),
+            ("embedded", 1.0, 33.0, 22.5),
+        ];
+        assert_eq!(times.len(), want.len());
+        for ((label, count, gpu, host), (wl, wc, wg, wh)) in times.iter().zip(want) {
+            assert_eq!((label.as_str(), *count, *gpu, *host), (wl, wc, wg, wh));
+        }
+        assert!(label_times(&[]).is_empty());
     }
 }
