@@ -325,8 +325,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         .map(|(l, c, g, h)| json!([l, tenth(*c), tenth(*g), tenth(*h)]))
         .collect();
     let prompt_end = prompt_marks.as_ref().map(|p| [tenth(p.end.0), tenth(p.end.1)]);
-    let round =
-        |(label, a, b): (String, f64, f64)| json!([label, (a * 10.0).round() / 10.0, (b * 10.0).round() / 10.0]);
+    let round = |(label, a, b): (String, f64, f64)| json!([label, tenth(a), tenth(b)]);
     let between = marks.between;
     let by_label: Vec<_> = marks.by_label.into_iter().map(round).collect();
     let marks: Vec<_> = marks.marks.into_iter().map(round).collect();
@@ -370,7 +369,7 @@ pub fn run(args: ForwardArgs) -> anyhow::Result<()> {
         "decode_timeline_by_label_count_gpu_us": by_label,
         "prompt_timeline_end_host_gpu_us": prompt_end,
         "prompt_timeline_by_label_count_gpu_host_us": prompt_by_label,
-        "decode_timeline_between_tokens_host_gpu_us": between.map(|(h, g)| [(h * 10.0).round() / 10.0, (g * 10.0).round() / 10.0]),
+        "decode_timeline_between_tokens_host_gpu_us": between.map(|(h, g)| [tenth(h), tenth(g)]),
     });
     if args.json {
         println!("{report}");

@@ -98,6 +98,16 @@ __device__ __forceinline__ int tf_code_max4(u32 w) {
     return (int)(__vmaxu4(m, m >> 8) & 0xffu);
 }
 
+// The fold multipliers (tf_fold_mul's) of a column's four 32-block codes c against their largest, m[j] for code byte j, at once; returns that largest.
+__device__ __forceinline__ int tf_fold_mul4(u32 c, u32 (&m)[4]) {
+    int e = tf_code_max4(c);
+    // e - c bytewise (no borrow, e is the largest byte), then at most 29 steps, where the multiplier is 0.
+    u32 d = __vminu4((u32)e * 0x01010101u - c, 0x1d1d1d1du);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) m[j] = (29u - __byte_perm(d, 0u, 0x4440u + j)) * 0x04000400u;
+    return e;
+}
+
 // f32 of the bf16 pair's low or high half.
 __device__ __forceinline__ float tf_bf16_lo(u32 v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float tf_bf16_hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }

@@ -45,16 +45,6 @@ __device__ __forceinline__ void tf_cp_async8_at(u32 dst, const void* src, int by
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
-// The fold multipliers (tf_fold_mul's) of a row's four 32-block codes c against their largest, m[j] for code byte j, at once; returns that largest.
-__device__ __forceinline__ int tf_fold_mul4(u32 c, u32 (&m)[4]) {
-    int e = tf_code_max4(c);
-    // e - c bytewise (no borrow, e is the largest byte), then at most 29 steps, where the multiplier is 0.
-    u32 d = __vminu4((u32)e * 0x01010101u - c, 0x1d1d1d1du);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) m[j] = (29u - __byte_perm(d, 0u, 0x4440u + j)) * 0x04000400u;
-    return e;
-}
-
 // A shared-memory barrier at bar that completes a phase after `count` arrivals.
 __device__ __forceinline__ void tf_mbar_init(u32 bar, u32 count) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory"); }
 
