@@ -3,7 +3,7 @@
 
 Usage: cuda_gemm.py CUBIN_DIR [--json OUT] [--m 1,64,512,2048] [--only fp8,mxfp4,slots,dequant]; CUBIN_DIR holds fp8_gemm.cubin, mxfp4_gemm.cubin,
 bf16_gemm.cubin and dequant_gemm.cubin for this GPU's arch
-(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--shapes NAME:KIND:N:K,...` times those shapes instead (KIND fp8, fp4, slots, dequant or bf16). `--long` sends every FP8 shape of up to 8 rows to `_rows_long` (one block a tile); `--cl` sends FP8 shapes of up to 4 rows with K >= 4096 to `_rows_cl` (a cluster of 4 blocks a tile) where the cubin has it. `TF_PIPE_ALL_TILES=1` launches the sm_90a prompt entries a block a tile instead of one an SM. `TF_DUMP_Y=1` prints the SM clock (by a GPU sleep of known cycles) and each shape's first 14 outputs as integers (for kernels built to write timings there). `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before; `--slots-warps W`: slots as a warp a tile, W warps a block) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
+(`nvrtc_cubins.py` compiles them). `--no-torch` skips the PyTorch measuring sticks; `--no-rows8` keeps up to 8 rows on the `_rows` entries. `--shapes NAME:KIND:N:K,...` times those shapes instead (KIND fp8, fp4, slots, dequant or bf16). `--long` sends every FP8 shape of up to 8 rows to `_rows_long` (one block a tile); `--cl` sends FP8 shapes of up to 4 rows with K >= 4096 to `_rows_cl` (a cluster of 4 blocks a tile) where the cubin has it. `--beside` times wq_a and wkv as the attention front runs them (two streams) instead. `TF_PIPE_ALL_TILES=1` launches the sm_90a prompt entries a block a tile instead of one an SM. `TF_DUMP_Y=1` prints the SM clock (by a GPU sleep of known cycles) and each shape's first 14 outputs as integers (for kernels built to write timings there). `--rows-grid` launches the `_rows` and slots entries on the launchers' grid (two or three blocks an SM, `--per-sm N` to try others, tiles shared out, shares differing by at most one; `--grid-shares`: as many blocks as equal shares need, the launchers' grid before; `--slots-warps W`: slots as a warp a tile, W warps a block) and up to 8 FP8 rows with K >= 4096 on `_rows_long` (one block a tile) where the cubin has it, else one block a tile. Inputs are seeded, so two cubin sets that compute the same bits print the same `y_sha`. Each row: median ms of the GEMM launch alone, back to back (activations already quantised to f16 rows
 of K rounded up to 8; `slots` rows, at 1 row only: mxfp4_gemm_slots over 6 routed experts, one quantised row each, two matrices in one launch for w1/w3;
 `dequant` rows: dequant_gemm_rows, all 8 groups of wo_a in one launch), its TFLOP/s and weight GB/s (also with the launches cycling through copies of the weights
 that together exceed the L2, `rot`), and the same shape's bf16 `torch.matmul` and FP8 `torch._scaled_mm` TFLOP/s measured in this run.
@@ -57,7 +57,7 @@ def pipe_threads():
     return 384 if torch.cuda.get_device_capability(0) == (9, 0) else 256
 
 
-def launch(f, grid, block, args, smem=0):
+def launch(f, grid, block, args, smem=0, stream=None):
     vals = []
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -65,7 +65,7 @@ def launch(f, grid, block, args, smem=0):
         else:
             vals.append(ctypes.c_int32(a))
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    stream = ctypes.c_void_p((stream or torch.cuda.current_stream()).cuda_stream)
     if smem > 48 * 1024:
         check(CU.cuFuncSetAttribute(f, 8, smem), "cuFuncSetAttribute")  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     check(CU.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, stream, ptrs, None), "cuLaunchKernel")
@@ -113,6 +113,53 @@ def copies(w):
     return [w] + [w.clone() for _ in range(-(-256_000_000 // size) - 1)]
 
 
+def beside(fp8, ms_list):
+    """wkv [512, 4096] on a second stream forked from the process stream, then wq_a [1024, 4096] on it, joined (as the attention front queues them), against each alone and torch's bf16 matmul of both as one [1536, 4096] weight."""
+    k, ns = 4096, (1024, 512)
+    side = torch.cuda.Stream()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for m in ms_list:
+        x = torch.randn(m, k, device="cuda") * 2
+        q16 = torch.zeros(m, k, dtype=torch.int16, device="cuda")
+        qs = torch.empty(m, k // 128, device="cuda")
+        launch(fp8["fp8_gemm_quant"], min(m, 65535), 256, [x, q16, qs, m, k])
+        parts = []
+        for n in ns:
+            w = e4m3_codes(n * k)
+            s = torch.full((((n + 127) // 128) * (k // 128),), 120, dtype=torch.uint8, device="cuda")
+            grid = min(((n + 127) // 128) * ((m + 63) // 64), sms if pipe_threads() == 384 else 65535)
+            parts.append((w, s, torch.empty(m, n, device="cuda"), n, grid))
+
+        def one(p, stream=None):
+            w, s, y, n, grid = p
+            launch(fp8["fp8_gemm"], grid, pipe_threads(), [q16, qs, w, s, y, m, n, k], pipe_smem(), stream)
+
+        def both():
+            main = torch.cuda.current_stream()
+            side.wait_stream(main)
+            one(parts[1], side)
+            one(parts[0])
+            main.wait_stream(side)
+
+        both()
+        torch.cuda.synchronize()
+        shas = [hashlib.sha256(p[2].cpu().numpy().tobytes()).hexdigest()[:16] for p in parts]
+        ms_a, ms_kv, ms_both = timed(lambda: one(parts[0])), timed(lambda: one(parts[1])), timed(both)
+        flops = [2.0 * m * n * k for n in ns]
+        a16 = x.to(torch.bfloat16)
+        b16 = [torch.randn(n, k, device="cuda").to(torch.bfloat16) for n in ns]
+        cat16 = torch.cat(b16)
+        ms_cat = 0 if "--no-torch" in sys.argv else timed(lambda: torch.matmul(a16, cat16.T))
+        ms_two = 0 if "--no-torch" in sys.argv else timed(lambda: [torch.matmul(a16, b.T) for b in b16])
+        t = sum(flops) / ms_both / 1e9
+        tc, t2 = (sum(flops) / ms_cat / 1e9, sum(flops) / ms_two / 1e9) if ms_cat else (t, t)
+        print(
+            f"beside wq_a+wkv  m={m:<5} wq_a {ms_a:.4f} ms  wkv {ms_kv:.4f} ms  together {ms_both:.4f} ms  {t:7.1f} TFLOP/s  "
+            f"torch bf16 [1536, 4096] {tc:7.1f}  two matmuls {t2:7.1f}  ours/bf16 {t / tc:5.2f}  y {shas[0]} {shas[1]}",
+            flush=True,
+        )
+
+
 def main():
     cubins = sys.argv[1]
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
@@ -147,6 +194,9 @@ def main():
     print(f"device copy {copy_gbs:.0f} GB/s (bytes read plus written)", flush=True)
     if os.environ.get("TF_DUMP_Y"):
         print(f"SM clock by a 20M-cycle sleep: {20e6 / timed(lambda: torch.cuda._sleep(20_000_000), reps=3, batch=1) / 1e3:.0f} MHz", flush=True)
+    if "--beside" in sys.argv:
+        beside(fp8, ms_list)
+        return
     rows = []
     for name, kind, n, k in [sh for sh in shapes if any(o in sh[0] for o in only)]:
         for m in ms_list:

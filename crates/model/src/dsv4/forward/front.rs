@@ -55,9 +55,6 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
     let (hd, rope_dim) = (c.head_dim, c.qk_rope_head_dim);
     let freqs = m.rope_for(c.compress_ratio(layer_idx));
 
-    let qa = quant::fp8(pass, &y, yq.as_ref(), &[&a.wq_a])
-        .pop()
-        .expect("wq_a output"); // [rows, q_lora]
     // The KV rows (their projection too), the compressors' rows and the indexer's head weights run beside the queries.
     let mut kv = dev.alloc(pass.rows() * a.wkv.out_dim);
     let mut comp = a.compressor.as_ref().map(|w| CompRows::alloc(pass, w));
@@ -82,6 +79,10 @@ pub(crate) fn front(pass: &Pass<'_>, layer_idx: usize, w: &Block, x: &Act) -> Fr
             rows.project(pass, &idx.compressor, &y);
         }
     });
+    // Queued after the fork, so the query projection runs while the KV branch does.
+    let qa = quant::fp8(pass, &y, yq.as_ref(), &[&a.wq_a])
+        .pop()
+        .expect("wq_a output"); // [rows, q_lora]
 
     let mut qr = dev.alloc(qa.len());
     let qrq = quant::rms_norm(pass, &qa, &a.q_norm, &mut qr);
