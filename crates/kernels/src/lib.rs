@@ -30,6 +30,7 @@ pub(crate) mod gemm;
 pub mod grouped_proj;
 pub mod mxfp4_gemm;
 // group C: mHC, routers, MoE join
+pub mod gather_rows;
 pub mod hash_router;
 pub mod hc_head;
 pub mod hc_mix;

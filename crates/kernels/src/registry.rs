@@ -35,6 +35,7 @@ pub fn all() -> Vec<&'static dyn Kernel> {
         &crate::hc_head::HcHead,
         &crate::router::Router,
         &crate::hash_router::HashRouter,
+        &crate::gather_rows::GatherRows,
         &crate::moe_join::MoeJoin,
         &crate::logits_argmax::LogitsArgmax,
         // group D: compressor, indexer, attention

@@ -61,20 +61,39 @@ fn grouped(pass: &Pass<'_>, w: &Moe, x: &Act, idx: Act<i32>, weights: Act) -> Ac
     let (rows, d, k) = (pass.rows(), c.hidden_size, c.num_experts_per_tok);
     // The host picks each expert's weights, so the choices come back.
     let (idx, weights) = (idx.into_vec(dev), weights.into_vec(dev));
-    match &pass.ranks {
-        Some(ranks) => dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights)),
-        None => {
-            let mut routed = dev.zeros(rows * k * d);
-            for (e, expert) in w.experts.iter().enumerate() {
-                let Some(y) = expert_rows(pass, expert, e, x, &idx, &weights, k) else {
-                    continue;
-                };
-                let slots: Vec<usize> = (0..rows * k).filter(|&s| idx[s] as usize == e).collect();
-                routed.copy_rows(dev, &slots, &y, &(0..slots.len()).collect::<Vec<_>>(), d);
-            }
-            routed
-        }
+    if let Some(ranks) = &pass.ranks {
+        return dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights));
     }
+    let n = rows * k;
+    // Slots expert by expert, ascending within each expert: the order the experts' rows run in.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&s| idx[s]);
+    let from = dev.put(order.iter().map(|&s| (s / k) as i32).collect());
+    let mut xs = dev.alloc(n * d);
+    ops::gather_rows(dev, x, d, &from, &mut xs);
+    let route = dev.put(order.iter().map(|&s| weights[s]).collect());
+    let mut ys = dev.zeros(n * d);
+    let mut at = order.partition_point(|&s| idx[s] < 0);
+    for (e, expert) in w.experts.iter().enumerate() {
+        let len = order[at..].iter().take_while(|&&s| idx[s] as usize == e).count();
+        if len == 0 {
+            continue;
+        }
+        let (span, local): (Vec<usize>, Vec<usize>) = ((at..at + len).collect(), (0..len).collect());
+        let (mut xe, mut re) = (dev.alloc(len * d), dev.alloc(len));
+        xe.copy_rows(dev, &local, &xs, &span, d);
+        re.copy_rows(dev, &local, &route, &span, 1);
+        ys.copy_rows(dev, &span, &expert_out(pass, expert, &xe, &re), &local, d);
+        at += len;
+    }
+    // Each slot's row back from its place in the expert order.
+    let mut pos = vec![0i32; n];
+    for (p, &s) in order.iter().enumerate() {
+        pos[s] = p as i32;
+    }
+    let mut routed = dev.alloc(n * d);
+    ops::gather_rows(dev, &ys, d, &dev.put(pos), &mut routed);
+    routed
 }
 
 /// Expert `e` on the rows routed to it (ascending slot order), `[slots, D]`; `None` when no row picked it.
@@ -87,9 +106,8 @@ pub(crate) fn expert_rows(
     weights: &[f32],
     k: usize,
 ) -> Option<Act> {
-    let c = &pass.model.config;
     let dev = &pass.device;
-    let d = c.hidden_size;
+    let d = pass.model.config.hidden_size;
     let slots: Vec<usize> = (0..idx.len()).filter(|&s| idx[s] as usize == e).collect();
     if slots.is_empty() {
         return None;
@@ -98,9 +116,15 @@ pub(crate) fn expert_rows(
     let from: Vec<usize> = slots.iter().map(|&s| s / k).collect();
     xe.copy_rows(dev, &(0..slots.len()).collect::<Vec<_>>(), x, &from, d);
     let route = dev.put(slots.iter().map(|&s| weights[s]).collect());
-    let g = linear::mxfp4(pass, &xe, &expert.w1);
-    let u = linear::mxfp4(pass, &xe, &expert.w3);
+    Some(expert_out(pass, expert, &xe, &route))
+}
+
+/// An expert's output rows `[rows, D]` for its input rows `xe` and their route weights.
+fn expert_out(pass: &Pass<'_>, expert: &Expert, xe: &Act, route: &Act) -> Act {
+    let dev = &pass.device;
+    let g = linear::mxfp4(pass, xe, &expert.w1);
+    let u = linear::mxfp4(pass, xe, &expert.w3);
     let mut h = dev.alloc(g.len());
-    ops::swiglu(dev, &g, &u, &route, c.swiglu_limit as f32, &mut h);
-    Some(linear::mxfp4(pass, &h, &expert.w2))
+    ops::swiglu(dev, &g, &u, route, pass.model.config.swiglu_limit as f32, &mut h);
+    linear::mxfp4(pass, &h, &expert.w2)
 }

@@ -7,9 +7,10 @@ use tensorfold_kernels::index_scores::IndexShape;
 use tensorfold_kernels::sparse_attn::AttnShape;
 use tensorfold_kernels::{
     act_quant as aq, bf16_gemm as bg, compress as cp, dequant_gemm as dg, embedding as em, fp4_round_trip as f4,
-    fp8_gemm as f8, hadamard as hd, hash_router as hr, hc_head as hh, hc_mix as hm, hc_post as hpo, hc_pre_mix as hpm,
-    hc_split_sinkhorn as hs, head_rms_norm as hn, index_scores as is, index_topk as it, logits_argmax as la,
-    moe_join as mj, mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa, swiglu as sw,
+    fp8_gemm as f8, gather_rows as gr, hadamard as hd, hash_router as hr, hc_head as hh, hc_mix as hm, hc_post as hpo,
+    hc_pre_mix as hpm, hc_split_sinkhorn as hs, head_rms_norm as hn, index_scores as is, index_topk as it,
+    logits_argmax as la, moe_join as mj, mxfp4_gemm as m4, rms_norm as rn, rope as rp, router as ro, sparse_attn as sa,
+    swiglu as sw,
 };
 
 use super::act::Act;
@@ -36,6 +37,20 @@ pub(crate) fn embedding(d: &Device, table: &[u8], dim: usize, ids: &Act<i32>, ou
             ok(
                 "embedding",
                 em::cuda::embedding_cuda(k, &*t, dim, ids.input(), out.output(), F),
+            );
+        }
+    }
+}
+
+/// Rows of `x` (`dim` values each) named by `idx`, into `out` `[idx.len(), dim]`.
+pub(crate) fn gather_rows(d: &Device, x: &Act, dim: usize, idx: &Act<i32>, out: &mut Act) {
+    match d {
+        Device::Cpu(l) => gr::gather_rows(x.host(), dim, idx.host(), out.host_mut(), l, F),
+        Device::Cuda(_) => {
+            let k = record(&gr::cuda::KERNEL);
+            ok(
+                "gather_rows",
+                gr::cuda::gather_rows_cuda(k, x.input(), dim, idx.input(), out.output(), F),
             );
         }
     }
