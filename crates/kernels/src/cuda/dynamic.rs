@@ -4,7 +4,7 @@
 const RS_RING: u32 = 4;
 
 /// The entries whose tiles are `tf_mma_pipe`'s.
-pub const PIPE_ENTRIES: [&str; 3] = ["fp8_gemm", "mxfp4_gemm", "grouped_proj"];
+pub const PIPE_ENTRIES: [&str; 4] = ["fp8_gemm", "mxfp4_gemm", "mxfp4_gemm_grouped", "grouped_proj"];
 
 /// Bytes of one f16 stage of 128 rows by 32 values.
 const STAGE: u32 = 128 * 32 * 2;

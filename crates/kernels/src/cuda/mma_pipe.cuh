@@ -48,18 +48,63 @@ struct TfPipeSmem {
     float ss[2][MMA_BN];
 };
 
+// A prompt launch's tiles: one matrix's (BM-row by 128-column tiles of q's m rows against w's n) or, where table is set (entry 2e expert e's weights, 2e + 1 its scales), the tiles of each row group mt[3 i..] (expert, first row, at most BM rows) against its expert's matrix.
+struct TfTiles {
+    const u16* q;
+    int q_stride;
+    const float* q_scale;
+    int qs_stride;
+    const u8* w;
+    const u8* w_scale;
+    int col0;
+    float* y;
+    int y_stride, m, n, k;
+    const u64* table;
+    const int* mt;
+    int groups;
+};
+
+// One tile: its rows' activations q, q_scale and outputs y (m rows, the tile's from m0), its matrix w, w_scale and first column n0.
+struct TfTile {
+    const u16* q;
+    const float* q_scale;
+    const u8* w;
+    const u8* w_scale;
+    float* y;
+    int m, m0, n0;
+};
+
+// The tiles of one matrix.
+__device__ __forceinline__ TfTiles tf_tiles(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, const u8* w_scale, int col0,
+                                            float* y, int y_stride, int m, int n, int k) {
+    return TfTiles{q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k, nullptr, nullptr, 0};
+}
+
+// Row tiles of BM rows in T.
+template <int BM>
+__device__ __forceinline__ int tf_row_tiles(const TfTiles& T) { return T.table ? T.groups : (T.m + BM - 1) / BM; }
+
+// Tile `tile` of T (row tiles vary fastest).
+template <int BM>
+__device__ __forceinline__ TfTile tf_tile_at(const TfTiles& T, int tile) {
+    int tm = tf_row_tiles<BM>(T), mi = tile % tm, n0 = (tile / tm) * MMA_BN;
+    if (!T.table) return TfTile{T.q, T.q_scale, T.w, T.w_scale, T.y, T.m, mi * BM, n0};
+    int e = T.mt[3 * mi], r0 = T.mt[3 * mi + 1];
+    return TfTile{T.q + (size_t)r0 * T.q_stride, T.q_scale + (size_t)r0 * T.qs_stride, (const u8*)T.table[2 * e], (const u8*)T.table[2 * e + 1],
+                  T.y + (size_t)r0 * T.y_stride, T.mt[3 * mi + 2], 0, n0};
+}
+
 // tf_mma_pipe's tiles of BM rows: 2 x 4 warps of BM/2 x 32 with mma.sync, or (WG, sm_90a) 2 warpgroups of 64 x 128 (BM 128) or 64 x 64 (BM 64) with wgmma, each element the same chain; activations copied two stages ahead, raw weights loaded to registers three ahead and converted once a block into the next stage's buffer; one barrier a stage.
 template <int FMT, int BM, bool WG>
-__device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                               const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+__device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const TfTiles& T) {
+    const int q_stride = T.q_stride, qs_stride = T.qs_stride, col0 = T.col0, y_stride = T.y_stride, n = T.n, k = T.k;
     constexpr int MI = BM / 32, AP = BM / 64, NACC = MI * 16;
     constexpr u32 A_SLOT = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     int wm = warp / 4, wn = warp % 4, g = lane / 4, t4 = lane % 4;
     // WG: warpgroup wm's rows and columns of the tile; its warp wn's 16 rows.
     int wg_row = BM == 128 ? 64 * wm : 0, wg_col = BM == 128 ? 0 : 64 * wm;
-    int tiles_m = (m + BM - 1) / BM;
-    int tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
+    int tiles = tf_row_tiles<BM>(T) * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128;
     int kend = k;
 #ifdef TF_FAULT_drop_tail_block
@@ -68,7 +113,6 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     int stages = (kend + MMA_BK - 1) / MMA_BK;
     int ar = tid / 4, ac = tid % 4;
     int bn = tid / 2, bc = (tid % 2) * 16;
-    bool wvec = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
     int swap = 0;
 #ifdef TF_FAULT_swap_nibbles
     swap = 1;
@@ -88,7 +132,13 @@ __device__ __forceinline__ void tf_mma_pipe_bm(TfPipeSmem& sm, const u16* q, int
     }
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         // Row tiles vary fastest, so the blocks running together share their weight columns in L2.
-        int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * MMA_BN;
+        const TfTile tl = tf_tile_at<BM>(T, tile);
+        const u16* q = tl.q;
+        const float* q_scale = tl.q_scale;
+        const u8 *w = tl.w, *w_scale = tl.w_scale;
+        float* y = tl.y;
+        int m = tl.m, m0 = tl.m0, n0 = tl.n0;
+        bool wvec = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
         // Accumulators and partials: mma.sync's (mi, ni, e) at 16 mi + 4 ni + e; wgmma's fragment order (tf_wgmma_n128).
         float acc[NACC], part[NACC];
 #pragma unroll

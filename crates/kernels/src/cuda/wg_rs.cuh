@@ -58,8 +58,8 @@ __device__ __forceinline__ void tf_mbar_wait(u32 bar, u32 parity) {
 
 // The feeding warpgroup's copies of every stage of this block's tiles into the ring: a slot is refilled once both MMA warpgroups released it (empty), and a stage is announced (full) once its copies have landed and are visible to the tensor cores.
 template <int FMT, int NT>
-__device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w, int m, int n,
-                                           int kend, int subs, int stages, size_t row_bytes) {
+__device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const TfTiles& T, int kend, int subs, int stages, size_t row_bytes) {
+    const int q_stride = T.q_stride, qs_stride = T.qs_stride, n = T.n;
     constexpr int AR = NT / 32, H = WG_SUB, RAW_ROW = FMT == MMA_FP8 ? 128 : 64, RAW_CH = RAW_ROW / 16, RAW_ROWS = 128 / RAW_CH;
     constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2, RAW_STAGE = MMA_BN * 128;
     int p = threadIdx.x - 256;
@@ -71,9 +71,13 @@ __device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const u16* q, int q_str
     u32 raw0 = tf_smem_addr(&sm.raw[0][0]), raw_whole = raw0 + tf_wg_raw<FMT>(rr, rc);
     u32 sa_dst = tf_smem_addr(&sm.sa[0][(p / 2 % 4) * (NT / 4 + 4) + p / 8 * 2 + p % 2]);
     u32 full0 = tf_smem_addr(&sm.full[0]), empty0 = tf_smem_addr(&sm.empty[0]);
-    int tiles_m = (m + NT - 1) / NT, tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN), gs = 0;
+    int tiles = tf_row_tiles<NT>(T) * ((n + MMA_BN - 1) / MMA_BN), gs = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
+        const TfTile tl = tf_tile_at<NT>(T, tile);
+        const u16* q = tl.q;
+        const float* q_scale = tl.q_scale;
+        const u8* w = tl.w;
+        int m = tl.m, m0 = tl.m0, n0 = tl.n0;
         const u16* a_src[AR];
         int a_lim[AR];
         tf_act_rows<AR, 32>(q, q_stride, m, m0, ar, ac, kend, a_src, a_lim);
@@ -146,12 +150,12 @@ __device__ __forceinline__ void tf_wg_feed(TfRsSmem& sm, const u16* q, int q_str
 
 // Tiles of 128 weight rows by NT activation rows, consumed by warpgroups 0 and 1 from the ring that warpgroup 2 feeds (tf_wg_feed): warpgroup wm's rows 64 wm.. are its MMAs' M, the activations their N; per 128-block a fresh chain of eight k16 steps into part (FP4: each 32-block folded against the row's largest code, tf_fold_mul), then part's scaled add.
 template <int FMT, int NT>
-__device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                         const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+__device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const TfTiles& T) {
+    const int col0 = T.col0, y_stride = T.y_stride, n = T.n, k = T.k;
     constexpr int NACC = NT / 2, H = WG_SUB, HALF = WG_SUB;
     constexpr u32 A_SUB = PIPE_BM * MMA_BK * 2;
     int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
-    int tiles_m = (m + NT - 1) / NT, tiles = tiles_m * ((n + MMA_BN - 1) / MMA_BN);
+    int tiles = tf_row_tiles<NT>(T) * ((n + MMA_BN - 1) / MMA_BN);
     int nblk = (k + 127) / 128, kend = k;
 #ifdef TF_FAULT_drop_tail_block
     kend = (nblk - 1) * 128;
@@ -169,7 +173,7 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     static_assert(128 * FEED_REGS + 256 * MMA_REGS <= TF_PIPE_THREADS * 168, "setmaxnreg.inc would wait forever for registers the block does not have");
     if (warp >= 8) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(FEED_REGS));
-        tf_wg_feed<FMT, NT>(sm, q, q_stride, q_scale, qs_stride, w, m, n, kend, subs, stages, row_bytes);
+        tf_wg_feed<FMT, NT>(sm, T, kend, subs, stages, row_bytes);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(MMA_REGS));
@@ -183,7 +187,10 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
     // The ring stage of the tile's first stage: stage s sits in slot (g0 + s) % RS_RING, its phase (g0 + s) / RS_RING.
     int g0 = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, g0 += stages) {
-        int m0 = (tile % tiles_m) * NT, n0 = (tile / tiles_m) * MMA_BN;
+        const TfTile tl = tf_tile_at<NT>(T, tile);
+        const u8* w_scale = tl.w_scale;
+        float* y = tl.y;
+        int m = tl.m, m0 = tl.m0, n0 = tl.n0;
         float acc[NACC], part[NACC];
 #pragma unroll
         for (int i = 0; i < NACC; ++i) acc[i] = part[i] = 0.0f;
@@ -332,39 +339,46 @@ __device__ __forceinline__ void tf_wg_rs(TfRsSmem& sm, const u16* q, int q_strid
 
 // Tiles of y[:, 0..n] (row stride y_stride) from f16 e4m3-grid rows q (row stride q_stride, a multiple of 8; a scale a 128 in q_scale) and weights w[0..n] (FP8 rows of k codes with 128x128 scales from row col0, or FP4 rows of k/2 bytes with per-32 scales): 128-row tiles when they fill the GPU in fewer rounds, else 64; on sm_90a the register-operand ring (FP4 always, FP8 where the weight rows are 16-byte aligned).
 template <int FMT>
-__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
-                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+__device__ __forceinline__ void tf_mma_pipe_tiles(const TfTiles& T) {
     u32 sms;
     asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-    long tiles_n = (n + MMA_BN - 1) / MMA_BN;
-    long rounds128 = (tiles_n * ((m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((m + 63) / 64) + sms - 1) / sms;
-    bool big = 5 * rounds128 <= 3 * rounds64;
+    long tiles_n = (T.n + MMA_BN - 1) / MMA_BN;
+    long rounds128 = (tiles_n * ((T.m + 127) / 128) + sms - 1) / sms, rounds64 = (tiles_n * ((T.m + 63) / 64) + sms - 1) / sms;
+    // Row groups hold at most 64 rows.
+    bool big = !T.table && 5 * rounds128 <= 3 * rounds64;
 #ifdef TF_WGMMA
     // 1024-byte aligned: every stage buffer starts a 64-byte-swizzle atom, as wgmma's descriptors need.
     extern __shared__ __align__(1024) u8 tf_dyn[];
     u32 dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < TF_PIPE_DYN_BYTES) __trap();
-    bool ring = FMT == MMA_FP4 || (k % 16 == 0 && ((size_t)w % 16) == 0);
+    bool ring = FMT == MMA_FP4 || (T.k % 16 == 0 && ((size_t)T.w % 16) == 0);
     // tf_mma_pipe_bm's tiles take the MMA warpgroups alone.
     if (!ring && threadIdx.x >= 256) return;
     TfPipeSmem& psm = *(TfPipeSmem*)tf_dyn;
     if (!ring && big)
-        tf_mma_pipe_bm<FMT, 128, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 128, true>(psm, T);
     else if (!ring)
-        tf_mma_pipe_bm<FMT, 64, true>(psm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 64, true>(psm, T);
     else {
         TfRsSmem& rsm = *(TfRsSmem*)tf_dyn;
         if (big)
-            tf_wg_rs<FMT, 128>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+            tf_wg_rs<FMT, 128>(rsm, T);
         else
-            tf_wg_rs<FMT, 64>(rsm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+            tf_wg_rs<FMT, 64>(rsm, T);
     }
 #else
     __shared__ __align__(1024) TfPipeSmem sm;
     if (big)
-        tf_mma_pipe_bm<FMT, 128, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 128, false>(sm, T);
     else
-        tf_mma_pipe_bm<FMT, 64, false>(sm, q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k);
+        tf_mma_pipe_bm<FMT, 64, false>(sm, T);
 #endif
+}
+
+// tf_mma_pipe_tiles of one matrix.
+template <int FMT>
+__device__ __forceinline__ void tf_mma_pipe(const u16* q, int q_stride, const float* q_scale, int qs_stride, const u8* w,
+                                            const u8* w_scale, int col0, float* y, int y_stride, int m, int n, int k) {
+    tf_mma_pipe_tiles<FMT>(tf_tiles(q, q_stride, q_scale, qs_stride, w, w_scale, col0, y, y_stride, m, n, k));
 }

@@ -27,6 +27,7 @@ pub static KERNEL: CudaKernel = CudaKernel {
         "mxfp4_gemm_rows",
         "mxfp4_gemm_rows8",
         "mxfp4_gemm_slots",
+        "mxfp4_gemm_grouped",
     ],
     controls: &[
         "race_no_sync",
@@ -131,6 +132,92 @@ pub fn mxfp4_gemm_cuda<'a>(
         cuda::launched(entry, unsafe { b.launch(gpu.config(launch, entry, tiles)) })?;
     }
     y.finish(gpu)
+}
+
+/// Rows in a row group of `mxfp4_gemm_grouped` at most (its tiles' rows).
+pub const GROUP_ROWS: usize = 64;
+
+/// Row groups `[expert, first row, rows]` of `acts` (rows 1..=GROUP_ROWS each) against their experts' matrices in `table` (entry 2e the device address of expert e's `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0), into the same rows of `out` `[rows, n]`, in one launch: mxfp4_gemm's bits on each group's rows; rows in no group are left as they are.
+#[allow(clippy::too_many_arguments)]
+pub fn mxfp4_gemm_grouped_cuda<'a>(
+    launch: &CudaLaunch,
+    acts: Quantised<'_>,
+    table: &CudaSlice<u64>,
+    groups: &[[i32; 3]],
+    n: usize,
+    k: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    checked_k(k)?;
+    let rows = acts.rows(k).map_err(|e| format!("mxfp4_gemm_grouped on CUDA: {e}"))?;
+    let experts = table.len() / 2;
+    let bad = groups.iter().find(|&&[e, r0, len]| {
+        e < 0
+            || e as usize >= experts
+            || r0 < 0
+            || !(1..=GROUP_ROWS as i32).contains(&len)
+            || (r0 + len) as usize > rows
+    });
+    if let Some(g) = bad {
+        return Err(format!(
+            "mxfp4_gemm_grouped on CUDA: group {g:?} is not an expert of {experts} over 1 to {GROUP_ROWS} of the {rows} rows"
+        ));
+    }
+    let gpu = cuda::gpu()?;
+    let out = out.into();
+    if out.len() != rows * n {
+        return Err(format!(
+            "mxfp4_gemm_grouped on CUDA: {} outputs for {rows} rows of {n}",
+            out.len()
+        ));
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let flat: Vec<i32> = groups.iter().flatten().copied().collect();
+    let mt = gpu.upload(&flat)?;
+    let (q, qs) = (gpu.stage(acts.q)?, gpu.stage(acts.scales)?);
+    let mut y = gpu.stage_out(out)?;
+    {
+        let mut yv = y.view();
+        let entry = "mxfp4_gemm_grouped";
+        let f = gpu.function(&KERNEL, entry, faults)?;
+        let (g, nn, kk) = (groups.len() as i32, n as i32, k as i32);
+        let mut b = gpu.launch_builder(&f);
+        b.input(&q)
+            .input(&qs)
+            .arg(table)
+            .arg(&mt)
+            .arg(&g)
+            .arg(&mut yv)
+            .arg(&nn)
+            .arg(&kk);
+        // SAFETY: the arguments match the kernel's signature; every group names a table entry holding `[n, k/2]` and `[n, k/32]` bytes and rows inside q and y.
+        cuda::launched(entry, unsafe {
+            b.launch(gpu.config(launch, entry, groups.len() * n.div_ceil(128)))
+        })?;
+    }
+    y.finish(gpu)
+}
+
+/// `mxfp4_gemm_grouped_cuda` of rows `x` act_quant'ed here.
+#[allow(clippy::too_many_arguments)]
+pub fn mxfp4_gemm_grouped_x_cuda<'a>(
+    launch: &CudaLaunch,
+    x: impl Into<In<'a, f32>>,
+    table: &CudaSlice<u64>,
+    groups: &[[i32; 3]],
+    n: usize,
+    k: usize,
+    out: impl Into<Out<'a, f32>>,
+    faults: Faults,
+) -> Result<(), String> {
+    checked_k(k)?;
+    let gpu = cuda::gpu()?;
+    let xd = gpu.stage(x.into())?;
+    let qd = quantise(gpu, launch, &xd, k, faults)?;
+    mxfp4_gemm_grouped_cuda(launch, qd.view(), table, groups, n, k, out, faults)
 }
 
 /// Routed slots on the GPU, one launch for one or two matrices: `outs[z][s] = act_quant(x[s / per_row]) . W^T` with W expert `idx[s]` of `tables[z]` (entry 2e the device address of its `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0); zeros for an id outside the table.

@@ -10,6 +10,7 @@ mod exact;
 mod exact2;
 #[cfg(target_arch = "x86_64")]
 mod gemv;
+mod grouped;
 mod slots;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod testdata;
@@ -17,7 +18,9 @@ mod testdata;
 mod x86;
 
 pub use cpu::{BLOCK, mxfp4_gemm};
-pub use cuda::{mxfp4_gemm_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda};
+pub use cuda::{
+    GROUP_ROWS, mxfp4_gemm_cuda, mxfp4_gemm_grouped_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda,
+};
 
 use tensorfold_formats::e2m1;
 
@@ -88,6 +91,11 @@ impl Kernel for Mxfp4Gemm {
             5,
             &[("n", 40), ("k", 512), ("scale_spread", 11), ("slots", 1)],
         )])
+        // On CUDA, cases marked `grouped` run batches of more than 16 rows as row groups through an expert table (grouped.rs).
+        .chain(
+            [(130, 136, 512), (300, 257, 1056), (70, 512, 4096)]
+                .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k), ("grouped", 1)])),
+        )
         .collect()
     }
 
@@ -160,6 +168,9 @@ impl Kernel for Mxfp4Gemm {
             Launch::Cpu(l) => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
             Launch::Cuda(c) if slots::marked(case) && case.rows <= DECODE_ROWS => {
                 slots::run(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
+            }
+            Launch::Cuda(c) if grouped::marked(case) && case.rows > DECODE_ROWS => {
+                grouped::run(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))
             }
             Launch::Cuda(c) => {
                 mxfp4_gemm_cuda(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))

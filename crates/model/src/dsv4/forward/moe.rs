@@ -72,20 +72,28 @@ fn grouped(pass: &Pass<'_>, w: &Moe, x: &Act, idx: Act<i32>, weights: Act) -> Ac
     let mut xs = dev.alloc(n * d);
     ops::gather_rows(dev, x, d, &from, &mut xs);
     let route = dev.put(order.iter().map(|&s| weights[s]).collect());
-    let mut ys = dev.zeros(n * d);
+    // Each expert's first row and rows in that order.
     let mut at = order.partition_point(|&s| idx[s] < 0);
-    for (e, expert) in w.experts.iter().enumerate() {
-        let len = order[at..].iter().take_while(|&&s| idx[s] as usize == e).count();
-        if len == 0 {
-            continue;
+    let spans: Vec<(usize, usize)> = (0..w.experts.len())
+        .map(|e| {
+            let len = order[at..].iter().take_while(|&&s| idx[s] as usize == e).count();
+            at += len;
+            (at - len, len)
+        })
+        .collect();
+    let ys = if slots::grouped_on_gpu(pass) {
+        slots::grouped(pass, w, &xs, &route, &spans)
+    } else {
+        let mut ys = dev.zeros(n * d);
+        for (expert, &(at, len)) in w.experts.iter().zip(&spans).filter(|(_, s)| s.1 > 0) {
+            let (span, local): (Vec<usize>, Vec<usize>) = ((at..at + len).collect(), (0..len).collect());
+            let (mut xe, mut re) = (dev.alloc(len * d), dev.alloc(len));
+            xe.copy_rows(dev, &local, &xs, &span, d);
+            re.copy_rows(dev, &local, &route, &span, 1);
+            ys.copy_rows(dev, &span, &expert_out(pass, expert, &xe, &re), &local, d);
         }
-        let (span, local): (Vec<usize>, Vec<usize>) = ((at..at + len).collect(), (0..len).collect());
-        let (mut xe, mut re) = (dev.alloc(len * d), dev.alloc(len));
-        xe.copy_rows(dev, &local, &xs, &span, d);
-        re.copy_rows(dev, &local, &route, &span, 1);
-        ys.copy_rows(dev, &span, &expert_out(pass, expert, &xe, &re), &local, d);
-        at += len;
-    }
+        ys
+    };
     // Each slot's row back from its place in the expert order.
     let mut pos = vec![0i32; n];
     for (p, &s) in order.iter().enumerate() {

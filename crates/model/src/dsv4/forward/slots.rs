@@ -103,3 +103,42 @@ pub(crate) fn routed(pass: &Pass<'_>, w: &Moe, x: &Act, quant: Option<&Quant>, i
         .pop()
         .expect("w2 output")
 }
+
+/// Whether this pass's grouped routed experts run each matrix in one launch over every expert's rows: on one GPU, official semantics.
+pub(crate) fn grouped_on_gpu(pass: &Pass<'_>) -> bool {
+    pass.device.cuda().is_some() && pass.ranks.is_none() && pass.model.semantics.act_quant_gemm_inputs
+}
+
+/// The routed experts on rows `xs` `[rows, D]` in expert order (`spans[e]`: expert e's first row and rows) with route weights `route`, `[rows, D]`: each matrix one launch over every expert's row groups.
+pub(crate) fn grouped(pass: &Pass<'_>, w: &Moe, xs: &Act, route: &Act, spans: &[(usize, usize)]) -> Act {
+    let c = pass.device.cuda().expect("grouped experts run on the GPU");
+    let first = w.experts.first().expect("a routed MoE has experts");
+    let g_rows = m4::GROUP_ROWS;
+    let groups: Vec<[i32; 3]> = spans
+        .iter()
+        .enumerate()
+        .flat_map(|(e, &(at, len))| {
+            (0..len)
+                .step_by(g_rows)
+                .map(move |j| [e as i32, (at + j) as i32, (len - j).min(g_rows) as i32])
+        })
+        .collect();
+    let rows = route.len();
+    let r = record(&m4::cuda::KERNEL);
+    let mut gu = [(Matrix::W1, &first.w1), (Matrix::W3, &first.w3)].map(|(which, m)| {
+        let mut out = pass.device.zeros(rows * m.out_dim);
+        let (t, n, k) = (table(c, w, which), m.out_dim, m.in_dim);
+        let res = m4::cuda::mxfp4_gemm_grouped_x_cuda(r, xs.input(), &t, &groups, n, k, out.output(), ops::F);
+        ok("mxfp4_gemm", res);
+        out
+    });
+    let [g, u] = &mut gu;
+    let mut h = pass.device.alloc(g.len());
+    let limit = pass.model.config.swiglu_limit as f32;
+    let hq = quant::swiglu(pass, g, u, route, limit, &mut h).expect("a quantising GPU pass act_quants h");
+    let mut y = pass.device.zeros(rows * first.w2.out_dim);
+    let (t, n, k) = (table(c, w, Matrix::W2), first.w2.out_dim, first.w2.in_dim);
+    let res = m4::cuda::mxfp4_gemm_grouped_cuda(r, hq.view(), &t, &groups, n, k, y.output(), ops::F);
+    ok("mxfp4_gemm", res);
+    y
+}
