@@ -65,22 +65,11 @@ fn grouped(pass: &Pass<'_>, w: &Moe, x: &Act, idx: Act<i32>, weights: Act) -> Ac
         return dev.put(ranks.experts(pass, w, &x.to_vec(dev), &idx, &weights));
     }
     let n = rows * k;
-    // Slots expert by expert, ascending within each expert: the order the experts' rows run in.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&s| idx[s]);
+    let (order, spans) = expert_order(&idx, w.experts.len());
     let from = dev.put(order.iter().map(|&s| (s / k) as i32).collect());
     let mut xs = dev.alloc(n * d);
     ops::gather_rows(dev, x, d, &from, &mut xs);
     let route = dev.put(order.iter().map(|&s| weights[s]).collect());
-    // Each expert's first row and rows in that order.
-    let mut at = order.partition_point(|&s| idx[s] < 0);
-    let spans: Vec<(usize, usize)> = (0..w.experts.len())
-        .map(|e| {
-            let len = order[at..].iter().take_while(|&&s| idx[s] as usize == e).count();
-            at += len;
-            (at - len, len)
-        })
-        .collect();
     let ys = if slots::grouped_on_gpu(pass) {
         slots::grouped(pass, w, &xs, &route, &spans)
     } else {
@@ -102,6 +91,21 @@ fn grouped(pass: &Pass<'_>, w: &Moe, x: &Act, idx: Act<i32>, weights: Act) -> Ac
     let mut routed = dev.alloc(n * d);
     ops::gather_rows(dev, &ys, d, &dev.put(pos), &mut routed);
     routed
+}
+
+/// The slots expert by expert, ascending within each expert (the order the experts' rows run in), and each of the `experts` experts' first place and count in it; slots naming no expert come first or last and belong to none.
+fn expert_order(idx: &[i32], experts: usize) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let mut order: Vec<usize> = (0..idx.len()).collect();
+    order.sort_by_key(|&s| idx[s]);
+    let mut at = order.partition_point(|&s| idx[s] < 0);
+    let spans = (0..experts)
+        .map(|e| {
+            let len = order[at..].iter().take_while(|&&s| idx[s] as usize == e).count();
+            at += len;
+            (at - len, len)
+        })
+        .collect();
+    (order, spans)
 }
 
 /// Expert `e` on the rows routed to it (ascending slot order), `[slots, D]`; `None` when no row picked it.
@@ -135,4 +139,20 @@ fn expert_out(pass: &Pass<'_>, expert: &Expert, xe: &Act, route: &Act) -> Act {
     let mut h = dev.alloc(g.len());
     ops::swiglu(dev, &g, &u, route, pass.model.config.swiglu_limit as f32, &mut h);
     linear::mxfp4(pass, &h, &expert.w2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expert_order;
+
+    #[test]
+    fn expert_order_runs_each_experts_slots_ascending_and_skips_strays() {
+        let idx = [2, 0, 2, -1, 5, 0, 1, 2];
+        let (order, spans) = expert_order(&idx, 4);
+        assert_eq!(order, vec![3, 1, 5, 6, 0, 2, 7, 4]);
+        assert_eq!(spans, vec![(1, 2), (3, 1), (4, 3), (7, 0)]);
+        for (e, &(at, len)) in spans.iter().enumerate() {
+            assert!(order[at..at + len].iter().all(|&s| idx[s] == e as i32));
+        }
+    }
 }
