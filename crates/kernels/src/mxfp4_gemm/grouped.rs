@@ -1,8 +1,7 @@
 //! The contract's row-group runs: a batch's rows in groups of up to 64, alternating between experts 1 and 3 of a four-expert table (both the case's weights at different addresses; experts 0 and 2 hold other weights).
 
-use cudarc::driver::DevicePtr;
-
 use super::cuda::{GROUP_ROWS, KERNEL, mxfp4_gemm_grouped_x_cuda};
+use super::slots::case_table;
 use crate::contract::Case;
 use crate::cuda;
 use crate::faults::Faults;
@@ -26,20 +25,7 @@ pub(super) fn run(
 ) -> Result<(), String> {
     let gpu = cuda::gpu()?;
     gpu.function(&KERNEL, "mxfp4_gemm_grouped", faults)?;
-    let flipped: Vec<u8> = w.iter().map(|b| b ^ 0x99).collect();
-    let bumped: Vec<u8> = s.iter().map(|c| c.wrapping_add(1)).collect();
-    let bufs = [
-        gpu.upload(&flipped)?,
-        gpu.upload(&bumped)?,
-        gpu.upload(w)?,
-        gpu.upload(s)?,
-        gpu.upload(&flipped)?,
-        gpu.upload(&bumped)?,
-        gpu.upload(w)?,
-        gpu.upload(s)?,
-    ];
-    let table: Vec<u64> = bufs.iter().map(|b| b.device_ptr(&gpu.stream).0).collect();
-    let table = gpu.upload(&table)?;
+    let (bufs, table) = case_table(gpu, w, s, &[false, true, false, true])?;
     let groups = groups(out.len() / n.max(1));
     let r = mxfp4_gemm_grouped_x_cuda(launch, x, &table, &groups, n, k, out, faults);
     gpu.sync()?;

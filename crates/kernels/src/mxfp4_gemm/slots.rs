@@ -1,11 +1,30 @@
 //! The contract's routed-slots runs: a three-expert table whose middle entry holds the case's weights, every slot routed to it; then ids outside the table, which give zero rows.
 
-use cudarc::driver::DevicePtr;
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::cuda::{KERNEL, mxfp4_gemm_slots_cuda};
 use crate::contract::Case;
 use crate::cuda;
 use crate::faults::Faults;
+
+/// An expert table over `real.len()` experts: the case's weights `w`, `s` where `real[e]`, others (codes flipped, scales a step up) elsewhere; the device copies (held while the table is read) and the table of their addresses.
+pub(super) fn case_table(
+    gpu: &cuda::Gpu,
+    w: &[u8],
+    s: &[u8],
+    real: &[bool],
+) -> Result<(Vec<CudaSlice<u8>>, CudaSlice<u64>), String> {
+    let flipped: Vec<u8> = w.iter().map(|b| b ^ 0x99).collect();
+    let bumped: Vec<u8> = s.iter().map(|c| c.wrapping_add(1)).collect();
+    let mut bufs = Vec::with_capacity(2 * real.len());
+    for &r in real {
+        let (codes, scales) = if r { (w, s) } else { (&flipped[..], &bumped[..]) };
+        bufs.push(gpu.upload(codes)?);
+        bufs.push(gpu.upload(scales)?);
+    }
+    let table: Vec<u64> = bufs.iter().map(|b| b.device_ptr(&gpu.stream).0).collect();
+    Ok((bufs, gpu.upload(&table)?))
+}
 
 /// Whether `case` asks for the routed-slots entry.
 pub(super) fn marked(case: &Case) -> bool {
@@ -26,18 +45,7 @@ pub(super) fn run(
 ) -> Result<(), String> {
     let gpu = cuda::gpu()?;
     gpu.function(&KERNEL, "mxfp4_gemm_slots", faults)?;
-    let flipped: Vec<u8> = w.iter().map(|b| b ^ 0x99).collect();
-    let bumped: Vec<u8> = s.iter().map(|c| c.wrapping_add(1)).collect();
-    let bufs = [
-        gpu.upload(&flipped)?,
-        gpu.upload(&bumped)?,
-        gpu.upload(w)?,
-        gpu.upload(s)?,
-        gpu.upload(&flipped)?,
-        gpu.upload(&bumped)?,
-    ];
-    let table: Vec<u64> = bufs.iter().map(|b| b.device_ptr(&gpu.stream).0).collect();
-    let table = gpu.upload(&table)?;
+    let (bufs, table) = case_table(gpu, w, s, &[false, true, false])?;
     let idx = vec![1i32; out.len() / n.max(1)];
     // Two tables in one launch: the second output must equal the first bit for bit.
     let mut twin = vec![0f32; out.len()];
