@@ -19,7 +19,7 @@ extern "C" __global__ void gather_rows(const float* x, const i32* idx, float* y,
         float* out = y + (size_t)r * dim;
         if (dim % 4 == 0 && (size_t)x % 16 == 0 && (size_t)y % 16 == 0) {
             for (int j = threadIdx.x; j < dim / 4; j += blockDim.x)
-                ((float4*)out)[j] = valid ? ((const float4*)row)[j] : make_float4(__int_as_float(0x7fc00000), 0.0f, 0.0f, 0.0f);
+                ((float4*)out)[j] = valid ? ((const float4*)row)[j] : make_float4(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000), __int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
         } else {
             for (int j = threadIdx.x; j < dim; j += blockDim.x) out[j] = valid ? row[j] : __int_as_float(0x7fc00000);
         }

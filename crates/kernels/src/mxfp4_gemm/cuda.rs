@@ -44,14 +44,15 @@ pub static KERNEL: CudaKernel = CudaKernel {
 };
 
 /// The quantised rows of `x` (f16 grid values, row stride `k` rounded up to 8) and their per-128 scales.
-struct QuantRows {
+pub struct QuantRows {
     q: CudaSlice<u16>,
     scales: CudaSlice<f32>,
     rows: usize,
 }
 
 impl QuantRows {
-    fn view(&self) -> Quantised<'_> {
+    /// The rows as a quantised GEMM's input.
+    pub fn view(&self) -> Quantised<'_> {
         Quantised {
             q: (&self.q).into(),
             scales: (&self.scales).into(),
@@ -201,23 +202,17 @@ pub fn mxfp4_gemm_grouped_cuda<'a>(
     y.finish(gpu)
 }
 
-/// `mxfp4_gemm_grouped_cuda` of rows `x` act_quant'ed here.
-#[allow(clippy::too_many_arguments)]
-pub fn mxfp4_gemm_grouped_x_cuda<'a>(
+/// Rows `x` of `k` act_quant'ed on the GPU (the MXFP4 GEMMs' quantiser), for one or more quantised GEMMs.
+pub fn mxfp4_quantise_cuda<'a>(
     launch: &CudaLaunch,
     x: impl Into<In<'a, f32>>,
-    table: &CudaSlice<u64>,
-    groups: &[[i32; 3]],
-    n: usize,
     k: usize,
-    out: impl Into<Out<'a, f32>>,
     faults: Faults,
-) -> Result<(), String> {
+) -> Result<QuantRows, String> {
     checked_k(k)?;
     let gpu = cuda::gpu()?;
     let xd = gpu.stage(x.into())?;
-    let qd = quantise(gpu, launch, &xd, k, faults)?;
-    mxfp4_gemm_grouped_cuda(launch, qd.view(), table, groups, n, k, out, faults)
+    quantise(gpu, launch, &xd, k, faults)
 }
 
 /// Routed slots on the GPU, one launch for one or two matrices: `outs[z][s] = act_quant(x[s / per_row]) . W^T` with W expert `idx[s]` of `tables[z]` (entry 2e the device address of its `[n, k/2]` e2m1, 2e + 1 of its `[n, k/32]` e8m0); zeros for an id outside the table.

@@ -1,6 +1,6 @@
 //! The contract's row-group runs: a batch's rows in groups of up to 64, alternating between experts 1 and 3 of a four-expert table (both the case's weights at different addresses; experts 0 and 2 hold other weights).
 
-use super::cuda::{GROUP_ROWS, KERNEL, mxfp4_gemm_grouped_x_cuda};
+use super::cuda::{GROUP_ROWS, KERNEL, mxfp4_gemm_grouped_cuda, mxfp4_quantise_cuda};
 use super::slots::case_table;
 use crate::contract::Case;
 use crate::cuda;
@@ -27,7 +27,8 @@ pub(super) fn run(
     gpu.function(&KERNEL, "mxfp4_gemm_grouped", faults)?;
     let (bufs, table) = case_table(gpu, w, s, &[false, true, false, true])?;
     let groups = groups(out.len() / n.max(1));
-    let r = mxfp4_gemm_grouped_x_cuda(launch, x, &table, &groups, n, k, out, faults);
+    let r = mxfp4_quantise_cuda(launch, x, k, faults)
+        .and_then(|q| mxfp4_gemm_grouped_cuda(launch, q.view(), &table, &groups, n, k, out, faults));
     gpu.sync()?;
     drop(bufs);
     r

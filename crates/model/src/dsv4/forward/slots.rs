@@ -125,10 +125,13 @@ pub(crate) fn grouped(pass: &Pass<'_>, w: &Moe, xs: &Act, route: &Act, spans: &[
         .collect();
     let rows = route.len();
     let r = record(&m4::cuda::KERNEL);
+    // One act_quant of the rows for w1 and w3.
+    let xq = m4::cuda::mxfp4_quantise_cuda(r, xs.input(), first.w1.in_dim, ops::F);
+    let xq = xq.unwrap_or_else(|e| panic!("mxfp4_gemm_quant on CUDA failed: {e}"));
     let mut gu = [(Matrix::W1, &first.w1), (Matrix::W3, &first.w3)].map(|(which, m)| {
         let mut out = pass.device.zeros(rows * m.out_dim);
         let (t, n, k) = (table(c, w, which), m.out_dim, m.in_dim);
-        let res = m4::cuda::mxfp4_gemm_grouped_x_cuda(r, xs.input(), &t, &groups, n, k, out.output(), ops::F);
+        let res = m4::cuda::mxfp4_gemm_grouped_cuda(r, xq.view(), &t, &groups, n, k, out.output(), ops::F);
         ok("mxfp4_gemm", res);
         out
     });
