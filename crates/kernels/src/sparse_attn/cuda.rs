@@ -1,13 +1,19 @@
-//! CUDA `sparse_attn`: one block per (row, head), the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits stepped four at a time.
+//! CUDA `sparse_attn`: one block per (row, head), or per (row, four heads) from `GROUP_ROWS` rows on, the CPU's score and softmax arithmetic, P.V in fixed 64-entry splits stepped four at a time.
 
 use super::AttnShape;
 use crate::cuda::{self, CudaKernel, CudaLaunch, In, Out};
 use crate::faults::Faults;
 
+/// Rows from which a block takes four heads of a row, reading each listed entry once for them (fewer rows keep a block a head, for more blocks).
+const GROUP_ROWS: usize = 16;
+
+/// Heads a block of `sparse_attn_heads4` takes.
+const HEADS4: usize = 4;
+
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "sparse_attn",
     source: include_str!("sparse_attn.cu"),
-    entries: &["sparse_attn"],
+    entries: &["sparse_attn", "sparse_attn_heads4"],
     controls: &["race_no_sync", "no_sink", "padding_reads_entry_0", "split_by_grid"],
     records: &[
         CudaLaunch::new(512, 65_535),
@@ -60,11 +66,15 @@ pub fn sparse_attn_cuda<'a>(
         ));
     }
     let gpu = cuda::gpu()?;
-    let f = gpu.function(&KERNEL, "sparse_attn", faults)?;
-    let items = rows * heads;
+    let (entry, per_block) = match rows >= GROUP_ROWS && heads > 1 {
+        true => ("sparse_attn_heads4", HEADS4),
+        false => ("sparse_attn", 1),
+    };
+    let f = gpu.function(&KERNEL, entry, faults)?;
+    let items = rows * heads.div_ceil(per_block);
     let scratch = launch.grid(items) as usize * num_idx.max(1);
-    // The kernel writes each block's list and probabilities before reading them.
-    let (mut list, mut probs) = (gpu.scratch::<i32>(scratch)?, gpu.scratch::<f32>(scratch)?);
+    // The kernel writes each block's list and its heads' probabilities before reading them.
+    let (mut list, mut probs) = (gpu.scratch::<i32>(scratch)?, gpu.scratch::<f32>(scratch * per_block)?);
     let (qd, id, kd, sd) = (gpu.stage(q)?, gpu.stage(idx)?, gpu.stage(kv)?, gpu.stage(sink)?);
     let mut y = gpu.stage_out(out)?;
     {
@@ -80,8 +90,8 @@ pub fn sparse_attn_cuda<'a>(
             .arg(&mut list)
             .arg(&mut probs);
         b.arg(&r).arg(&h).arg(&d).arg(&n).arg(&shape.softmax_scale).arg(&bf16);
-        // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block.
-        cuda::launched("sparse_attn", unsafe { b.launch(launch.config(items)) })?;
+        // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block and head.
+        cuda::launched(entry, unsafe { b.launch(launch.config(items)) })?;
     }
     y.finish(gpu)
 }

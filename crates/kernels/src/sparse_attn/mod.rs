@@ -69,6 +69,10 @@ impl Kernel for SparseAttn {
             (4, 8, 512, 128, 16, 400, 1),
             (2, 64, 512, 128, 512, 2176, 1),
             (7, 4, 128, 32, 8, 64, 0),
+            // From 16 rows the CUDA kernel takes four heads a block (gate 3 compares them with rows alone, a head a block).
+            (16, 8, 512, 128, 512, 2176, 1),
+            // Four heads a block with a list past its shared-memory cap (1024) and a last group of one head.
+            (16, 5, 64, 128, 1200, 1500, 0),
             // Lists longer than the CUDA kernel's shared-memory cap (2048) take its global scratch.
             (2, 3, 64, 128, 2000, 2300, 1),
         ] {
