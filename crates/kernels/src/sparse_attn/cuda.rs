@@ -10,6 +10,12 @@ const GROUP_ROWS: usize = 16;
 /// Heads a block of `sparse_attn_heads4` takes.
 const HEADS4: usize = 4;
 
+/// Longest list `sparse_attn` keeps in shared memory (its body's CAP); longer lists use the global scratch.
+const LIST_CAP: usize = 2048;
+
+/// `LIST_CAP` of `sparse_attn_heads4`.
+const LIST_CAP4: usize = 1024;
+
 pub static KERNEL: CudaKernel = CudaKernel {
     name: "sparse_attn",
     source: include_str!("sparse_attn.cu"),
@@ -66,13 +72,17 @@ pub fn sparse_attn_cuda<'a>(
         ));
     }
     let gpu = cuda::gpu()?;
-    let (entry, per_block) = match rows >= GROUP_ROWS && heads > 1 {
-        true => ("sparse_attn_heads4", HEADS4),
-        false => ("sparse_attn", 1),
+    let (entry, per_block, cap) = match rows >= GROUP_ROWS && heads > 1 {
+        true => ("sparse_attn_heads4", HEADS4, LIST_CAP4),
+        false => ("sparse_attn", 1, LIST_CAP),
     };
     let f = gpu.function(&KERNEL, entry, faults)?;
     let items = rows * heads.div_ceil(per_block);
-    let scratch = launch.grid(items) as usize * num_idx.max(1);
+    // Only lists past the entry's shared-memory cap touch the scratch.
+    let scratch = match num_idx > cap {
+        true => launch.grid(items) as usize * num_idx,
+        false => 1,
+    };
     // The kernel writes each block's list and its heads' probabilities before reading them.
     let (mut list, mut probs) = (gpu.scratch::<i32>(scratch)?, gpu.scratch::<f32>(scratch * per_block)?);
     let (qd, id, kd, sd) = (gpu.stage(q)?, gpu.stage(idx)?, gpu.stage(kv)?, gpu.stage(sink)?);
@@ -90,8 +100,21 @@ pub fn sparse_attn_cuda<'a>(
             .arg(&mut list)
             .arg(&mut probs);
         b.arg(&r).arg(&h).arg(&d).arg(&n).arg(&shape.softmax_scale).arg(&bf16);
-        // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and the scratch holds num_idx values per block and head.
+        // SAFETY: the arguments match the kernel's signature; every index is in range (checked above) and, for lists past the cap, the scratch holds num_idx values per block and head.
         cuda::launched(entry, unsafe { b.launch(launch.config(items)) })?;
     }
     y.finish(gpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_caps_are_the_kernel_bodies_caps() {
+        for (entry, heads, cap) in [("sparse_attn", 1, LIST_CAP), ("sparse_attn_heads4", HEADS4, LIST_CAP4)] {
+            let body = format!("sparse_attn_body<{heads}, {cap}>");
+            assert!(KERNEL.source.contains(&body), "{entry} must run {body}");
+        }
+    }
 }
