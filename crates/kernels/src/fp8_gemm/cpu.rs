@@ -109,8 +109,11 @@ impl BlockWeights for Fp8Weights<'_> {
         }
         #[cfg(target_arch = "x86_64")]
         if simd == SimdPath::Avx2 && !faults.on("order_by_tile") && !faults.on("drop_tail_block") {
-            // SAFETY: the driver asserted the path is available; `gemv_avx2` checks every bound it reads.
-            unsafe { super::gemv::gemv_avx2(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            // SAFETY: the driver asserted the path is available (and VL is checked here); both entries check every bound they read.
+            match is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
+                true => unsafe { super::gemv::gemv_avx2_vl(a, sa, self.w, self.w_scale, self.k, cols, out) },
+                false => unsafe { super::gemv::gemv_avx2(a, sa, self.w, self.w_scale, self.k, cols, out) },
+            }
             return true;
         }
         let _ = (simd, a, sa, cols, out, faults);

@@ -32,24 +32,40 @@ pub unsafe fn gemv_avx512(
     streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4(t));
 }
 
-/// Columns `cols` of one activation row against `w`, as `rows_avx2` per column; the activations are decoded once a call.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn gemv_avx2(
-    a: &[u16],
-    sa: &[f32],
-    w: &[u8],
-    w_scale: &[u8],
-    k: usize,
-    cols: Range<usize>,
-    out: &mut [f32],
-) {
-    let blocks = k.div_ceil(BLOCK);
-    assert!(a.len() >= blocks * BLOCK);
-    let act = lane_acts(a, blocks);
-    // SAFETY: `act` holds 16 vectors a block; `streamed` hands whole (or padded) weight blocks.
-    let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4_avx2(&act[16 * kb..][..16], wb) };
-    streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4x8(t));
+/// An entry of the AVX2 GEMV compiled with `features`, which cover AVX2 and FMA.
+macro_rules! avx2_entry {
+    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name(
+            a: &[u16],
+            sa: &[f32],
+            w: &[u8],
+            w_scale: &[u8],
+            k: usize,
+            cols: Range<usize>,
+            out: &mut [f32],
+        ) {
+            let blocks = k.div_ceil(BLOCK);
+            assert!(a.len() >= blocks * BLOCK);
+            let act = lane_acts(a, blocks);
+            // SAFETY: `act` holds 16 vectors a block; `streamed` hands whole (or padded) weight blocks.
+            let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4_avx2(&act[16 * kb..][..16], wb) };
+            streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4x8(t));
+        }
+    };
 }
+
+avx2_entry!(
+    /// Columns `cols` of one activation row against `w`, as `rows_avx2` per column; the activations are decoded once a call.
+    gemv_avx2,
+    "avx2,fma"
+);
+avx2_entry!(
+    /// `gemv_avx2` with AVX-512 VL's 32 vector registers, which hold four rows' decoded weights without spills: the same bits.
+    gemv_avx2_vl,
+    "avx2,fma,avx512f,avx512vl"
+);
 
 /// The passes of both GEMVs: stream j walks columns j * quarter.. in order; `lanes(kb, blocks)` gives block kb's four rows of lanes and `reduce` their four sums.
 #[allow(clippy::too_many_arguments)]
@@ -143,7 +159,7 @@ fn lane_acts(a: &[u16], blocks: usize) -> Vec<__m256> {
     act
 }
 
-/// One block's once-folded lane vectors (lane j + lane j + 8) for four weight rows, as `lanes8` per row: each chunk's first halves (lanes 0..7) of the four rows, then their second halves, so few decoded vectors are live at once.
+/// One block's once-folded lane vectors (lane j + lane j + 8) for four weight rows, as `lanes8` per row: each chunk's first halves (lanes 0..7) of the four rows decoded, then their FMAs product by product across the rows, then the second halves.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
@@ -152,12 +168,12 @@ unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
     for chunk in 0..2 {
         let x = &act[8 * chunk..][..8];
         for (half, acc) in [&mut lo, &mut hi].into_iter().enumerate() {
-            for j in 0..4 {
-                // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
-                let d = unsafe { _mm256_loadu_si256(w[j].add(64 * chunk + 32 * half) as *const __m256i) };
-                let wv = bytes4(d);
-                for p in 0..4 {
-                    acc[j] = _mm256_fmadd_ps(x[2 * p + half], wv[p], acc[j]);
+            // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
+            let wv: [[__m256; 4]; 4] =
+                from_fn(|j| bytes4(unsafe { _mm256_loadu_si256(w[j].add(64 * chunk + 32 * half) as *const __m256i) }));
+            for p in 0..4 {
+                for (acc, wv) in acc.iter_mut().zip(&wv) {
+                    *acc = _mm256_fmadd_ps(x[2 * p + half], wv[p], *acc);
                 }
             }
         }
@@ -176,8 +192,8 @@ mod tests {
         Rng::new(seed, 0).bytes(len)
     }
 
-    /// `gemv_avx2` over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).
-    fn both(n: usize, k: usize, cols: Range<usize>, seed: u64, nan: bool) -> (Vec<u32>, Vec<u32>) {
+    /// `gemv_avx2` (or `gemv_avx2_vl` where `vl`) over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).
+    fn both(n: usize, k: usize, cols: Range<usize>, seed: u64, nan: bool, vl: bool) -> (Vec<u32>, Vec<u32>) {
         let blocks = k.div_ceil(BLOCK);
         // Every finite code in the weights and (as bf16) in the activations; NaN only where `nan`.
         let finite = |c: &u8| if nan || c & 0x7F != 0x7F { *c } else { c ^ 1 };
@@ -193,8 +209,11 @@ mod tests {
             .map(|&b| 120 + b % 16)
             .collect();
         let mut got = vec![0f32; cols.len()];
-        // SAFETY: the caller checked avx2 and fma.
-        unsafe { gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) };
+        // SAFETY: the caller checked avx2 and fma, and avx512f and avx512vl where `vl`.
+        match vl {
+            true => unsafe { gemv_avx2_vl(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) },
+            false => unsafe { gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) },
+        }
         let mut want = Vec::new();
         for c in cols {
             let mut swt = vec![0f32; blocks * GROUP];
@@ -219,21 +238,24 @@ mod tests {
         if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
             return;
         }
-        for (n, k, cols, seed) in [
-            (300, 512, 0..300, 1),
-            (133, 200, 5..133, 2),
-            (7, 1000, 1..4, 3),
-            (258, 128, 128..258, 4),
-        ] {
-            let (got, want) = both(n, k, cols, seed, false);
-            assert!(
-                got.iter().all(|b| f32::from_bits(*b).is_finite()),
-                "seed {seed}: finite outputs"
-            );
-            assert_eq!(got, want, "n={n} k={k} seed={seed}");
+        let vl = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl");
+        for vl in [false, true].into_iter().filter(|&v| !v || vl) {
+            for (n, k, cols, seed) in [
+                (300, 512, 0..300, 1),
+                (133, 200, 5..133, 2),
+                (7, 1000, 1..4, 3),
+                (258, 128, 128..258, 4),
+            ] {
+                let (got, want) = both(n, k, cols, seed, false, vl);
+                assert!(
+                    got.iter().all(|b| f32::from_bits(*b).is_finite()),
+                    "seed {seed}: finite outputs"
+                );
+                assert_eq!(got, want, "n={n} k={k} seed={seed} vl={vl}");
+            }
+            let (got, want) = both(40, 384, 0..40, 5, true, vl);
+            assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
+            assert_eq!(got, want, "with NaN codes, vl={vl}");
         }
-        let (got, want) = both(40, 384, 0..40, 5, true);
-        assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
-        assert_eq!(got, want, "with NaN codes");
     }
 }
