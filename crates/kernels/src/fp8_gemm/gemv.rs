@@ -7,11 +7,14 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::BLOCK;
-use super::x86::{TO_TOP, block_ptrs, block4, bytes4, prefetch};
+use super::x86::{TO_TOP, block_ptrs, block4, bytes4, prefetch, prefetch_l2};
 use crate::gemm::x86::{bf16_pair8, reduce4, reduce4x8};
 
 /// Bytes ahead in each of the four streams that a pass asks the cache for.
 const AHEAD: usize = 2048;
+
+/// Bytes ahead in each stream that a pass asks L2 for, so lines wait there well before L1 asks for them.
+const AHEAD_L2: usize = 6144;
 
 /// Columns `cols` of one activation row (`a`, block scales `sa`) against `w` [n, k] with scales [ceil(n/128), ceil(k/128)], as `rows_avx512` per column.
 #[target_feature(enable = "avx512f,avx512bw")]
@@ -113,6 +116,7 @@ fn streamed<T: Copy>(
             let wb = block_ptrs(&rows, kb, full, k, &mut pad);
             for p in wb {
                 prefetch(p.wrapping_add(AHEAD));
+                prefetch_l2(p.wrapping_add(AHEAD_L2));
             }
             // SAFETY: swd holds four scales a block.
             let sw = unsafe { _mm_loadu_ps(swd.as_ptr().add(4 * kb)) };

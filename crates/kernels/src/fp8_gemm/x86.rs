@@ -146,6 +146,16 @@ pub(super) fn prefetch(p: *const u8) {
     }
 }
 
+/// Asks L2 (not L1) for the two cache lines at `p` (any address: a prefetch never faults).
+#[inline(always)]
+pub(super) fn prefetch_l2(p: *const u8) {
+    // SAFETY: SSE is part of x86_64 and a prefetch has no architectural effect.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T1>(p as *const i8);
+        _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(64) as *const i8);
+    }
+}
+
 /// The scales of a one-row tile: column j's block kb is scaled by `sa[kb] * swt[kb * GROUP + off + j]`.
 pub struct RowScales<'a> {
     pub sa: &'a [f32],
