@@ -242,8 +242,8 @@ mod tests {
         if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
             return;
         }
-        let vl = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl");
-        for vl in [false, true].into_iter().filter(|&v| !v || vl) {
+        let has_vl = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl");
+        for vl in [false, true].into_iter().filter(|&v| !v || has_vl) {
             for (n, k, cols, seed) in [
                 (300, 512, 0..300, 1),
                 (133, 200, 5..133, 2),

@@ -136,23 +136,25 @@ pub(super) fn block_ptrs(
 
 pub(super) const PREFETCH: usize = 1024;
 
-/// Asks for the two cache lines at `p` (any address: a prefetch never faults).
+/// Asks L1 for the two cache lines at `p` (any address: a prefetch never faults).
 #[inline(always)]
 pub(super) fn prefetch(p: *const u8) {
-    // SAFETY: SSE is part of x86_64 and a prefetch has no architectural effect.
-    unsafe {
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
-    }
+    prefetch_as::<_MM_HINT_T0>(p);
 }
 
-/// Asks L2 (not L1) for the two cache lines at `p` (any address: a prefetch never faults).
+/// Asks L2 (not L1) for the two cache lines at `p`, as `prefetch`.
 #[inline(always)]
 pub(super) fn prefetch_l2(p: *const u8) {
+    prefetch_as::<_MM_HINT_T1>(p);
+}
+
+/// The two cache lines at `p` with the cache-level hint `HINT`.
+#[inline(always)]
+fn prefetch_as<const HINT: i32>(p: *const u8) {
     // SAFETY: SSE is part of x86_64 and a prefetch has no architectural effect.
     unsafe {
-        _mm_prefetch::<_MM_HINT_T1>(p as *const i8);
-        _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(64) as *const i8);
+        _mm_prefetch::<HINT>(p as *const i8);
+        _mm_prefetch::<HINT>(p.wrapping_add(64) as *const i8);
     }
 }
 
