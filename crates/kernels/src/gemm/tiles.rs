@@ -23,6 +23,10 @@ pub(crate) trait BlockWeights: Sync {
     fn act_block(&self, kb: usize) -> usize;
     /// Decoded weight scales of columns `cols`: `swt[kb * GROUP + j]` for column `cols[j]`.
     fn fill_scales(&self, cols: &[usize; GROUP], simd: SimdPath, swt: &mut [f32]);
+    /// The path of this format's one-row calls under `launch`.
+    fn gemv_path(&self, launch: &CpuLaunch) -> SimdPath {
+        launch.simd_for(1)
+    }
     /// One activation row against the contiguous columns `cols` into `out` by a whole-range path, if the format has one for `simd`.
     fn gemv(&self, simd: SimdPath, a: &[u16], sa: &[f32], cols: Range<usize>, out: &mut [f32], faults: Faults) -> bool {
         let _ = (simd, a, sa, cols, out, faults);
@@ -114,7 +118,7 @@ fn columns<W: BlockWeights>(
             let dst = &mut view[seg_start - cols.start..seg_end - cols.start];
             let keep = dst[dst.len() - 1];
             if w.gemv(
-                launch.simd_for(1),
+                w.gemv_path(launch),
                 p.act.row(group),
                 sa,
                 seg_start..seg_end,

@@ -58,6 +58,14 @@ pub fn mxfp4_gemm(
     run_pairs(&Mxfp4Weights { w, w_scale, k }, &problem, out, launch, faults);
 }
 
+/// The path of MXFP4's one-row calls under `launch`: `gemv_path`.
+pub fn one_row_path(launch: &CpuLaunch) -> SimdPath {
+    match (launch.simd, launch.gemv_simd) {
+        (SimdPath::Avx512 | SimdPath::Avx512Bf16, Some(SimdPath::Avx2)) => SimdPath::Avx512,
+        _ => launch.simd_for(1),
+    }
+}
+
 /// An MXFP4 weight [n, k] stored as [n, k/2] bytes with e8m0 scales [n, k/32].
 struct Mxfp4Weights<'a> {
     w: &'a [u8],
@@ -116,6 +124,11 @@ impl BlockWeights for Mxfp4Weights<'_> {
                 *s = e8m0::TABLE[r[kb] as usize];
             }
         }
+    }
+
+    /// The launch's one-row path, except that a wide launch whose one-row default is AVX2 keeps the AVX-512 GEMV, which streams MXFP4 faster there.
+    fn gemv_path(&self, launch: &CpuLaunch) -> SimdPath {
+        one_row_path(launch)
     }
 
     fn gemv(&self, simd: SimdPath, a: &[u16], sa: &[f32], cols: Range<usize>, out: &mut [f32], faults: Faults) -> bool {
@@ -210,5 +223,26 @@ impl BlockWeights for Mxfp4Weights<'_> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_row_calls_keep_the_wide_gemv_only_where_the_default_chose_avx2() {
+        let launch = |simd, gemv_simd| CpuLaunch {
+            simd,
+            gemv_simd,
+            ..CpuLaunch::serial()
+        };
+        for wide in [SimdPath::Avx512, SimdPath::Avx512Bf16] {
+            assert_eq!(one_row_path(&launch(wide, Some(SimdPath::Avx2))), SimdPath::Avx512);
+            assert_eq!(one_row_path(&launch(wide, None)), wide, "an explicit path stays");
+        }
+        assert_eq!(one_row_path(&launch(SimdPath::Avx2, None)), SimdPath::Avx2);
+        let portable = launch(SimdPath::Avx512, Some(SimdPath::Portable));
+        assert_eq!(one_row_path(&portable), SimdPath::Portable);
     }
 }

@@ -1,6 +1,6 @@
 //! The AVX-512 and AVX2 MXFP4 GEMVs over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
-use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
+use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
 use std::array::from_fn;
 use std::cell::Cell;
 use std::ops::Range;
@@ -15,11 +15,8 @@ use crate::gemm::{GROUP, PAIRS};
 /// Passes ahead that each stream's scale row is asked for.
 const SCALES_AHEAD: usize = 2;
 
-/// Bytes ahead in each row's stream that a pass asks the cache for.
-const AHEAD: usize = 1024;
-
-/// `AHEAD` for the AVX2 GEMV, whose 16 streams' lines then stay in L1 beside the digit planes until read.
-const AHEAD_AVX2: usize = 512;
+/// Bytes ahead in each row's stream that a pass asks L1 for: the 16 streams' lines then stay in L1 beside the digit planes until read.
+const AHEAD: usize = 512;
 
 /// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
 const PAGE: usize = 4096;
@@ -34,8 +31,8 @@ fn streams(len: usize, row_bytes: usize) -> [Range<usize>; PAIRS] {
     from_fn(|s| start(s)..start(s + 1))
 }
 
-/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs; `SCALES_L2` asks for the scale rows ahead into L2 rather than L1.
-fn streamed<const SCALES_L2: bool>(
+/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs.
+fn streamed(
     w: &[u8],
     w_scale: &[u8],
     k: usize,
@@ -57,18 +54,12 @@ fn streamed<const SCALES_L2: bool>(
             false => (streams[s].start + step).min(streams[s].end - 1),
         });
         let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
-        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
+        // The scale rows SCALES_AHEAD passes on into L2, one cache line at a time (a prefetch never faults): the streams' lines and the digit planes fill L1.
         for r in &scale_rows {
             let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
             for line in (0..blocks).step_by(64) {
-                let at = next.wrapping_add(line) as *const i8;
                 // SAFETY: SSE is part of x86_64.
-                unsafe {
-                    match SCALES_L2 {
-                        true => _mm_prefetch::<_MM_HINT_T1>(at),
-                        false => _mm_prefetch::<_MM_HINT_T0>(at),
-                    }
-                }
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(line) as *const i8) };
             }
         }
         for kb in decode(&scale_rows, &mut swt)..blocks {
@@ -119,7 +110,7 @@ pub unsafe fn gemv_avx512(
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
-    streamed::<false>(w, w_scale, k, cols, out, decode, rows);
+    streamed(w, w_scale, k, cols, out, decode, rows);
 }
 
 /// Columns `cols` of one activation row against `w` on AVX2, as `pairs_avx2` per column: integer lanes where the chunk allows, 16 streams a pass.
@@ -159,13 +150,12 @@ pub unsafe fn gemv_avx2(
     // SAFETY: as above, AVX-VNNI or AVX-512 VL and VNNI checked where used; the kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {
-            1 => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
-            2 => exact2::rows_avx2_vnni512(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
-            _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            1 => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
+            2 => exact2::rows_avx2_vnni512(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
+            _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
         }
     };
-    // The 16 streams' lines and the digit planes fill L1; scale rows wait in L2.
-    streamed::<true>(w, w_scale, k, cols, out, decode, rows);
+    streamed(w, w_scale, k, cols, out, decode, rows);
 }
 
 #[cfg(test)]

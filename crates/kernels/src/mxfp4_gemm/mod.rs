@@ -17,7 +17,7 @@ mod testdata;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use cpu::{BLOCK, mxfp4_gemm};
+pub use cpu::{BLOCK, mxfp4_gemm, one_row_path};
 pub use cuda::{
     GROUP_ROWS, mxfp4_gemm_cuda, mxfp4_gemm_grouped_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda,
 };
