@@ -187,13 +187,24 @@ fn lanes_int2(d: __m512i, p: &Digits, c: &[__m512; 3], t: __m512i) -> __m512 {
     _mm512_fmadd_ps(f[0], c[2], y)
 }
 
+/// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 first (L1 is left to the hardware, which streams 16 rows better without).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_chunk(row: *const u8, c: usize, ahead: usize) -> __m512i {
+    let p = row.wrapping_add(c * CHUNK_BYTES);
+    // A prefetch never faults.
+    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead) as *const i8);
+    // SAFETY: the caller's row holds chunk c whole.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
 /// One chunk's digit planes and chain starts in registers.
 struct Digits {
     d: [__m512i; 6],
     init: [__m512i; 3],
 }
 
-/// `rows_avx512` on the streamed rows `rows`, exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
+/// `rows_avx512` on the streamed rows `rows` (each asked of L2 `ahead` bytes on), exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
 pub(super) unsafe fn rows_exact(
@@ -234,19 +245,17 @@ pub(super) unsafe fn rows_exact(
                 }
             };
             let cv: [__m512; 3] = from_fn(|i| _mm512_set1_ps(pc.two[i]));
-            // The 64 bytes of chunk c of row j, its line `ahead` asked for first.
-            let load = |j: usize| {
-                let p = rows[j].as_ptr().wrapping_add(c * CHUNK_BYTES);
-                // A prefetch never faults.
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead) as *const i8);
-                // SAFETY: c < full: 64 bytes of the row at p.
-                unsafe { _mm512_loadu_si512(p as *const __m512i) }
-            };
+            // Loops and functions, not closures: a closure's body may be left out of line, without this function's features.
             for (g, q) in q.iter_mut().enumerate() {
-                let lanes: [__m512; 4] = match two {
-                    true => from_fn(|i| lanes_int2(load(4 * g + i), &pv, &cv, tw)),
-                    false => from_fn(|i| lanes_int(load(4 * g + i), &pv, tw)),
-                };
+                let mut lanes = [_mm512_setzero_ps(); 4];
+                for (i, lane) in lanes.iter_mut().enumerate() {
+                    // SAFETY: c < full: the row holds chunk c whole.
+                    let d = unsafe { load_chunk(rows[4 * g + i].as_ptr(), c, ahead) };
+                    *lane = match two {
+                        true => lanes_int2(d, &pv, &cv, tw),
+                        false => lanes_int(d, &pv, tw),
+                    };
+                }
                 *q = quarters4(lanes);
             }
         } else {

@@ -15,8 +15,11 @@ use crate::gemm::{GROUP, PAIRS};
 /// Passes ahead that each stream's scale row is asked for.
 const SCALES_AHEAD: usize = 2;
 
-/// Bytes ahead in each row's stream that a pass asks L1 for: the 16 streams' lines then stay in L1 beside the digit planes until read.
+/// Bytes ahead in each row's stream that the AVX2 GEMV asks L1 for: the 16 streams' lines then stay in L1 beside the digit planes until read.
 const AHEAD: usize = 512;
+
+/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L2 for.
+const AHEAD_L2: usize = 4096;
 
 /// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
 const PAGE: usize = 4096;
@@ -106,7 +109,7 @@ pub unsafe fn gemv_avx512(
     // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
-            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD),
+            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD_L2),
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
