@@ -69,7 +69,7 @@ impl SimdPath {
 }
 
 /// Whether this CPU splits 512-bit operations into 256-bit halves: AMD family 19h (Zen 4; Zen 3 has no AVX-512).
-fn halves_512() -> bool {
+pub(crate) fn halves_512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let id = std::arch::x86_64::__cpuid(0);

@@ -187,13 +187,17 @@ fn lanes_int2(d: __m512i, p: &Digits, c: &[__m512; 3], t: __m512i) -> __m512 {
     _mm512_fmadd_ps(f[0], c[2], y)
 }
 
-/// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 first (L1 is left to the hardware, which streams 16 rows better without).
+/// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 (`L2`) or L1 first.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn load_chunk(row: *const u8, c: usize, ahead: usize) -> __m512i {
-    let p = row.wrapping_add(c * CHUNK_BYTES);
+unsafe fn load_chunk<const L2: bool>(row: *const u8, c: usize, ahead: usize) -> __m512i {
+    let p = row.wrapping_add(c * CHUNK_BYTES).wrapping_add(ahead) as *const i8;
     // A prefetch never faults.
-    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead) as *const i8);
+    match L2 {
+        true => _mm_prefetch::<_MM_HINT_T1>(p),
+        false => _mm_prefetch::<_MM_HINT_T0>(p),
+    }
+    let p = row.wrapping_add(c * CHUNK_BYTES);
     // SAFETY: the caller's row holds chunk c whole.
     unsafe { _mm512_loadu_si512(p as *const __m512i) }
 }
@@ -204,10 +208,10 @@ struct Digits {
     init: [__m512i; 3],
 }
 
-/// `rows_avx512` on the streamed rows `rows` (each asked of L2 `ahead` bytes on), exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
+/// `rows_avx512` on the streamed rows `rows` (each asked of L2 when `L2`, else of L1, `ahead` bytes on), exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-pub(super) unsafe fn rows_exact(
+pub(super) unsafe fn rows_exact<const L2: bool>(
     a: &[u16],
     sa: &[f32],
     planes: &Planes,
@@ -250,7 +254,7 @@ pub(super) unsafe fn rows_exact(
                 let mut lanes = [_mm512_setzero_ps(); 4];
                 for (i, lane) in lanes.iter_mut().enumerate() {
                     // SAFETY: c < full: the row holds chunk c whole.
-                    let d = unsafe { load_chunk(rows[4 * g + i].as_ptr(), c, ahead) };
+                    let d = unsafe { load_chunk::<L2>(rows[4 * g + i].as_ptr(), c, ahead) };
                     *lane = match two {
                         true => lanes_int2(d, &pv, &cv, tw),
                         false => lanes_int(d, &pv, tw),
@@ -316,7 +320,13 @@ mod tests {
             if force_exact {
                 p.exact.iter_mut().for_each(|e| *e = true);
             }
-            let got = rows_exact(&a, &sa, &p, &swt, false, &rows, k, 1024);
+            let got = rows_exact::<false>(&a, &sa, &p, &swt, false, &rows, k, 1024);
+            let l2 = rows_exact::<true>(&a, &sa, &p, &swt, false, &rows, k, 4096);
+            assert_eq!(
+                l2.map(f32::to_bits),
+                got.map(f32::to_bits),
+                "prefetch hints change no bit"
+            );
             let want = rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, Some(1024));
             let bits = |v: [f32; PAIRS]| v.iter().map(|x| x.to_bits()).collect();
             (bits(got), bits(want), p.exact_chunks(), p.two_digit_chunks())

@@ -1,6 +1,6 @@
 //! The AVX-512 and AVX2 MXFP4 GEMVs over a thread's columns: each pass's 16 rows come from 16 streams spread over the range.
 
-use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
 use std::array::from_fn;
 use std::cell::Cell;
 use std::ops::Range;
@@ -10,6 +10,7 @@ use tensorfold_formats::e8m0;
 use super::cpu::{BLOCK, CHUNK};
 use super::x86::{decode_scales, decode_scales_plain, plain_codes, plain_codes_avx2, rows_avx512};
 use super::{exact, exact2};
+use crate::cpu::halves_512;
 use crate::gemm::{GROUP, PAIRS};
 
 /// Passes ahead that each stream's scale row is asked for.
@@ -18,8 +19,11 @@ const SCALES_AHEAD: usize = 2;
 /// Bytes ahead in each row's stream that the AVX2 GEMV asks L1 for: the 16 streams' lines then stay in L1 beside the digit planes until read.
 const AHEAD: usize = 512;
 
-/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L2 for.
+/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L2 for on CPUs that split 512-bit operations (Zen 4).
 const AHEAD_L2: usize = 4096;
+
+/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L1 for on other CPUs (Intel), which stream better so.
+const AHEAD_WIDE: usize = 1024;
 
 /// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
 const PAGE: usize = 4096;
@@ -34,8 +38,8 @@ fn streams(len: usize, row_bytes: usize) -> [Range<usize>; PAIRS] {
     from_fn(|s| start(s)..start(s + 1))
 }
 
-/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs.
-fn streamed(
+/// Passes of 16 columns over `cols` of `w` [n, k/2] (scales [n, k/32]), each taken from the 16 streams: `decode` fills the pass's scales from its scale rows (returning how many blocks it filled), `rows` computes its 16 outputs; `SCALES_L2` asks for the scale rows ahead into L2 rather than L1.
+fn streamed<const SCALES_L2: bool>(
     w: &[u8],
     w_scale: &[u8],
     k: usize,
@@ -57,12 +61,18 @@ fn streamed(
             false => (streams[s].start + step).min(streams[s].end - 1),
         });
         let scale_rows: [&[u8]; GROUP] = from_fn(|s| &w_scale[(cols.start + idx[s]) * blocks..][..blocks]);
-        // The scale rows SCALES_AHEAD passes on into L2, one cache line at a time (a prefetch never faults): the streams' lines and the digit planes fill L1.
+        // The scale rows SCALES_AHEAD passes on, one cache line at a time (a prefetch never faults).
         for r in &scale_rows {
             let next = r.as_ptr().wrapping_add(SCALES_AHEAD * blocks);
             for line in (0..blocks).step_by(64) {
+                let at = next.wrapping_add(line) as *const i8;
                 // SAFETY: SSE is part of x86_64.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(line) as *const i8) };
+                unsafe {
+                    match SCALES_L2 {
+                        true => _mm_prefetch::<_MM_HINT_T1>(at),
+                        false => _mm_prefetch::<_MM_HINT_T0>(at),
+                    }
+                }
             }
         }
         for kb in decode(&scale_rows, &mut swt)..blocks {
@@ -106,14 +116,20 @@ pub unsafe fn gemv_avx512(
             plain => plain,
         }
     };
+    // Zen 4 streams the 16 rows best with L2 prefetches and lets its hardware fill L1; Intel with L1 prefetches.
+    let zen = halves_512();
     // SAFETY: as above; `planes` exist only where `rows_exact` runs, and both kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
-            Some(p) => exact::rows_exact(a, sa, p, swt, coded.get(), rows, k, AHEAD_L2),
-            None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
+            Some(p) if zen => exact::rows_exact::<true>(a, sa, p, swt, coded.get(), rows, k, AHEAD_L2),
+            Some(p) => exact::rows_exact::<false>(a, sa, p, swt, coded.get(), rows, k, AHEAD_WIDE),
+            None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD_WIDE)),
         }
     };
-    streamed(w, w_scale, k, cols, out, decode, rows);
+    match zen {
+        true => streamed::<true>(w, w_scale, k, cols, out, decode, rows),
+        false => streamed::<false>(w, w_scale, k, cols, out, decode, rows),
+    }
 }
 
 /// Columns `cols` of one activation row against `w` on AVX2, as `pairs_avx2` per column: integer lanes where the chunk allows, 16 streams a pass.
@@ -158,7 +174,7 @@ pub unsafe fn gemv_avx2(
             _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
         }
     };
-    streamed(w, w_scale, k, cols, out, decode, rows);
+    streamed::<true>(w, w_scale, k, cols, out, decode, rows);
 }
 
 #[cfg(test)]
