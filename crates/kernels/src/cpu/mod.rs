@@ -68,8 +68,14 @@ impl SimdPath {
     }
 }
 
-/// Whether this CPU splits 512-bit operations into 256-bit halves: AMD family 19h (Zen 4; Zen 3 has no AVX-512).
+/// Whether this CPU splits 512-bit operations into 256-bit halves: AMD family 19h (Zen 4; Zen 3 has no AVX-512); asked once.
 pub(crate) fn halves_512() -> bool {
+    static HALVES: OnceLock<bool> = OnceLock::new();
+    *HALVES.get_or_init(halves_512_cpuid)
+}
+
+/// `halves_512` from CPUID, which traps to the hypervisor under KVM.
+fn halves_512_cpuid() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let id = std::arch::x86_64::__cpuid(0);

@@ -191,13 +191,13 @@ fn lanes_int2(d: __m512i, p: &Digits, c: &[__m512; 3], t: __m512i) -> __m512 {
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn load_chunk<const L2: bool>(row: *const u8, c: usize, ahead: usize) -> __m512i {
-    let p = row.wrapping_add(c * CHUNK_BYTES).wrapping_add(ahead) as *const i8;
+    let p = row.wrapping_add(c * CHUNK_BYTES);
+    let next = p.wrapping_add(ahead) as *const i8;
     // A prefetch never faults.
     match L2 {
-        true => _mm_prefetch::<_MM_HINT_T1>(p),
-        false => _mm_prefetch::<_MM_HINT_T0>(p),
+        true => _mm_prefetch::<_MM_HINT_T1>(next),
+        false => _mm_prefetch::<_MM_HINT_T0>(next),
     }
-    let p = row.wrapping_add(c * CHUNK_BYTES);
     // SAFETY: the caller's row holds chunk c whole.
     unsafe { _mm512_loadu_si512(p as *const __m512i) }
 }

@@ -16,14 +16,14 @@ use crate::gemm::{GROUP, PAIRS};
 /// Passes ahead that each stream's scale row is asked for.
 const SCALES_AHEAD: usize = 2;
 
-/// Bytes ahead in each row's stream that the AVX2 GEMV asks L1 for: the 16 streams' lines then stay in L1 beside the digit planes until read.
-const AHEAD: usize = 512;
+/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L1 for, except on CPUs that split 512-bit operations.
+const AHEAD: usize = 1024;
 
 /// Bytes ahead in each row's stream that the AVX-512 GEMV asks L2 for on CPUs that split 512-bit operations (Zen 4).
 const AHEAD_L2: usize = 4096;
 
-/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L1 for on other CPUs (Intel), which stream better so.
-const AHEAD_WIDE: usize = 1024;
+/// `AHEAD` for the AVX2 GEMV, whose 16 streams' lines then stay in L1 beside the digit planes until read.
+const AHEAD_AVX2: usize = 512;
 
 /// Bytes of a page: streams a whole number of pages apart would all cross into new pages on the same pass.
 const PAGE: usize = 4096;
@@ -122,8 +122,8 @@ pub unsafe fn gemv_avx512(
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
             Some(p) if zen => exact::rows_exact::<true>(a, sa, p, swt, coded.get(), rows, k, AHEAD_L2),
-            Some(p) => exact::rows_exact::<false>(a, sa, p, swt, coded.get(), rows, k, AHEAD_WIDE),
-            None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD_WIDE)),
+            Some(p) => exact::rows_exact::<false>(a, sa, p, swt, coded.get(), rows, k, AHEAD),
+            None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
     match zen {
@@ -169,11 +169,12 @@ pub unsafe fn gemv_avx2(
     // SAFETY: as above, AVX-VNNI or AVX-512 VL and VNNI checked where used; the kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {
-            1 => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
-            2 => exact2::rows_avx2_vnni512(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
-            _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD),
+            1 => exact2::rows_avx2_vnni(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            2 => exact2::rows_avx2_vnni512(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
+            _ => exact2::rows_avx2(a, sa, digits, swt, coded.get(), rows, k, AHEAD_AVX2),
         }
     };
+    // The 16 streams' lines and the digit planes fill L1; scale rows wait in L2.
     streamed::<true>(w, w_scale, k, cols, out, decode, rows);
 }
 
