@@ -16,14 +16,11 @@ const MAX_A: i32 = 448 * 512;
 struct ChunkPlanes {
     /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
     digits: [[i8; 64]; 6],
-    /// Digit p, lane l: the bits of `MAGIC` less 12 times the lane's digit sum (the weights enter as W + 12, unsigned).
+    /// Digit p, lane l: -12 times the lane's digit sum (the weights enter as W + 12, unsigned).
     init: [[i32; 16]; 3],
-    /// Two-digit chunks (digits of A >> s): 2^(s-2), -MAGIC * 2^s * 257/1024 and 2^(s-10), the factors that combine them.
-    two: [f32; 3],
+    /// 2^(s-10): the value of one unit of the chunk's integer sums (s the two-digit shift, else 0).
+    unit: f32,
 }
-
-/// 1.5 * 2^23: adding an integer below 2^22 to its bits adds that integer to its value.
-const MAGIC: f32 = 12_582_912.0;
 
 /// Largest |A >> s| of a two-digit chunk: A + 0x8080 stays within two bytes, so the third digit is 0.
 const MAX_TWO: u32 = 0x7F7F;
@@ -104,23 +101,18 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
             Some(s) => aq.map(|v| _mm512_sra_epi32(v, _mm_cvtsi32_si128(s as i32))),
             None => aq,
         };
-        let e = shift.unwrap_or(0) as i32;
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
             init: [[0; 16]; 3],
-            two: [
-                2f32.powi(e - 2),
-                -MAGIC * 2f32.powi(e) * (257.0 / 1024.0),
-                2f32.powi(e - 10),
-            ],
+            unit: 2f32.powi(shift.unwrap_or(0) as i32 - 10),
         };
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
         for (digit, gather) in GATHER.iter().enumerate() {
             // SAFETY: 64 bytes.
             let idx = unsafe { _mm512_loadu_si512(gather.as_ptr() as *const __m512i) };
-            // Chain start: MAGIC less 12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
-            let mut init = _mm512_set1_epi32(MAGIC.to_bits() as i32 + 12 * 128 * 8);
+            // Chain start: -12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
+            let mut init = _mm512_set1_epi32(12 * 128 * 8);
             for half in 0..2 {
                 // Byte j of lane l: digit of element 8l + 2j + half, from vectors 2j + half.
                 let v = |j: usize| biased[2 * j + half];
@@ -149,42 +141,50 @@ fn weight_table() -> [u8; 64] {
     from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
 }
 
-/// Lane l of one row's chunk `d` times 2^-10: its FMA-chain sum, the integer sum of A * W rounded once by the last FMA.
+/// Lane l of one row's chunk `d`: the integer sum of its 8 products A * W, three digits (`DIGITS` 3) or two.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-fn lanes_int(d: __m512i, p: &Digits, t: __m512i) -> __m512 {
+fn lanes_int<const DIGITS: usize>(d: __m512i, p: &Digits, t: __m512i) -> __m512i {
     let lo = _mm512_permutexvar_epi8(d, t);
     let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
-    // Digit sum p of lane l is exact in T_p = F_p - MAGIC: |T_p| <= 8 * 12 * 128.
-    let f: [__m512; 3] = from_fn(|i| {
-        _mm512_castsi512_ps(_mm512_dpbusd_epi32(
-            _mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]),
-            hi,
-            p.d[2 * i + 1],
-        ))
-    });
-    // 2^6 T2 - 257 MAGIC / 2^10, then 2^-2 T1 + 2^6 T2 - MAGIC / 2^10: both exact; the last FMA adds 2^-10 F_0 and rounds once.
-    let y = _mm512_fmadd_ps(f[2], _mm512_set1_ps(64.0), _mm512_set1_ps(-(65_793.0 / 1024.0) * MAGIC));
-    let y = _mm512_fmadd_ps(f[1], _mm512_set1_ps(0.25), y);
-    _mm512_fmadd_ps(f[0], _mm512_set1_ps(1.0 / 1024.0), y)
+    // Digit sum p, T_p: |T_p| <= 8 * 12 * 128; the lane's sum T_0 + 2^8 T_1 + 2^16 T_2 stays below 2^25.
+    let low = _mm512_add_epi32(digit_sum(p, 0, lo, hi), _mm512_slli_epi32::<8>(digit_sum(p, 1, lo, hi)));
+    match DIGITS {
+        3 => _mm512_add_epi32(low, _mm512_slli_epi32::<16>(digit_sum(p, 2, lo, hi))),
+        _ => low,
+    }
 }
 
-/// `lanes_int` of a two-digit chunk (digits of A >> s, `c` its factors): four VPDPBUSD and two FMAs.
+/// T_p, lane l: the sum over the lane's 8 elements of digit p times W (`lo`, `hi`: W + 12 of the even and odd elements).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-fn lanes_int2(d: __m512i, p: &Digits, c: &[__m512; 3], t: __m512i) -> __m512 {
-    let lo = _mm512_permutexvar_epi8(d, t);
-    let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
-    let f: [__m512; 2] = from_fn(|i| {
-        _mm512_castsi512_ps(_mm512_dpbusd_epi32(
-            _mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]),
-            hi,
-            p.d[2 * i + 1],
-        ))
-    });
-    // 2^(s-2) T1 - 2^(s-10) MAGIC is exact; the last FMA adds 2^(s-10) F_0 and rounds 2^(s-10) (T0 + 256 T1) once.
-    let y = _mm512_fmadd_ps(f[1], c[0], c[1]);
-    _mm512_fmadd_ps(f[0], c[2], y)
+#[target_feature(enable = "avx512f,avx512vnni")]
+fn digit_sum(p: &Digits, i: usize, lo: __m512i, hi: __m512i) -> __m512i {
+    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]), hi, p.d[2 * i + 1])
+}
+
+/// `quarters4` of four rows' integer lane sums, in integers (exact where every block's sum stays below 2^24).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn quarters4_int(v: [__m512i; 4]) -> __m512i {
+    let v = [
+        _mm512_castsi512_ps(v[0]),
+        _mm512_castsi512_ps(v[1]),
+        _mm512_castsi512_ps(v[2]),
+        _mm512_castsi512_ps(v[3]),
+    ];
+    let u0 = _mm512_add_epi32(
+        _mm512_castps_si512(_mm512_shuffle_ps::<0x44>(v[0], v[1])),
+        _mm512_castps_si512(_mm512_shuffle_ps::<0xEE>(v[0], v[1])),
+    );
+    let u1 = _mm512_add_epi32(
+        _mm512_castps_si512(_mm512_shuffle_ps::<0x44>(v[2], v[3])),
+        _mm512_castps_si512(_mm512_shuffle_ps::<0xEE>(v[2], v[3])),
+    );
+    let (u0, u1) = (_mm512_castsi512_ps(u0), _mm512_castsi512_ps(u1));
+    _mm512_add_epi32(
+        _mm512_castps_si512(_mm512_shuffle_ps::<0x88>(u0, u1)),
+        _mm512_castps_si512(_mm512_shuffle_ps::<0xDD>(u0, u1)),
+    )
 }
 
 /// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 (`L2`) or L1 first.
@@ -248,19 +248,29 @@ pub(super) unsafe fn rows_exact<const L2: bool>(
                     init: from_fn(|i| _mm512_loadu_si512(pc.init[i].as_ptr() as *const __m512i)),
                 }
             };
-            let cv: [__m512; 3] = from_fn(|i| _mm512_set1_ps(pc.two[i]));
+            let unit = _mm512_set1_ps(pc.unit);
             // Loops and functions, not closures: a closure's body may be left out of line, without this function's features.
             for (g, q) in q.iter_mut().enumerate() {
-                let mut lanes = [_mm512_setzero_ps(); 4];
+                let mut lanes = [_mm512_setzero_si512(); 4];
                 for (i, lane) in lanes.iter_mut().enumerate() {
                     // SAFETY: c < full: the row holds chunk c whole.
                     let d = unsafe { load_chunk::<L2>(rows[4 * g + i].as_ptr(), c, ahead) };
                     *lane = match two {
-                        true => lanes_int2(d, &pv, &cv, tw),
-                        false => lanes_int(d, &pv, tw),
+                        true => lanes_int::<2>(d, &pv, tw),
+                        false => lanes_int::<3>(d, &pv, tw),
                     };
                 }
-                *q = quarters4(lanes);
+                // Two digits: every block's sum is an integer below 2^24, so it is summed exactly and converted once; three: each lane rounds once, as its FMA chain would.
+                let sums = match two {
+                    true => _mm512_cvtepi32_ps(quarters4_int(lanes)),
+                    false => quarters4([
+                        _mm512_cvtepi32_ps(lanes[0]),
+                        _mm512_cvtepi32_ps(lanes[1]),
+                        _mm512_cvtepi32_ps(lanes[2]),
+                        _mm512_cvtepi32_ps(lanes[3]),
+                    ]),
+                };
+                *q = _mm512_mul_ps(sums, unit);
             }
         } else {
             // SAFETY: chunk c lies inside the activation row.
