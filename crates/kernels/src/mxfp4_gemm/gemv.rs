@@ -288,6 +288,38 @@ mod tests {
     }
 
     #[test]
+    fn plain_codes_are_each_columns_four_codes_a_word_or_decline() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
+            return;
+        }
+        let words = |rows: &[Vec<u8>]| {
+            let refs: [&[u8]; GROUP] = from_fn(|j| &rows[j][..]);
+            let mut codes = vec![0f32; rows[0].len() * GROUP / 4];
+            // SAFETY: avx512f and avx512bw were checked above.
+            let plain = unsafe { plain_codes(&refs, &mut codes) };
+            plain.then(|| codes.iter().map(|c| c.to_bits()).collect::<Vec<_>>())
+        };
+        let mut rows: Vec<Vec<u8>> = (0..GROUP)
+            .map(|j| (0..128).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
+            .collect();
+        let got = words(&rows).expect("codes 1..254 in whole lines are plain");
+        for (j, r) in rows.iter().enumerate() {
+            for c in 0..32 {
+                let want = u32::from_le_bytes(r[4 * c..][..4].try_into().expect("four codes"));
+                assert_eq!(got[16 * c + j], want, "column {j} chunk {c}");
+            }
+        }
+        let short: Vec<Vec<u8>> = rows.iter().map(|r| r[..96].to_vec()).collect();
+        assert_eq!(words(&short), None, "96 codes a row are not whole lines");
+        for (at, code) in [(70, 0u8), (127, 255)] {
+            let keep = rows[9][at];
+            rows[9][at] = code;
+            assert_eq!(words(&rows), None, "code {code} in the second line must fall back");
+            rows[9][at] = keep;
+        }
+    }
+
+    #[test]
     fn avx2_scale_decode_matches_the_table_in_plain_groups_and_beside_edge_codes() {
         if !is_x86_feature_detected!("avx2") {
             return;

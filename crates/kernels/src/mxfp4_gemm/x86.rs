@@ -450,22 +450,28 @@ fn plain_rows(rows: &[&[u8]; GROUP]) -> bool {
     _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) == 0 && _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) == 0
 }
 
-/// Whether the 16 scale rows are plain (no code 0 or 255) whole 64-byte lines; if so `codes` gets, for each chunk c, column j's four codes in word 16c + j (as `add_chunk_coded` reads them).
+/// Whether the 16 scale rows are plain (no code 0 or 255) whole 64-byte lines; if so `codes` gets, for each chunk c, column j's four codes in word 16c + j (as `add_chunk_coded` reads them), else holds nothing to read.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
     let blocks = rows[0].len();
-    if codes.len() < blocks * GROUP / 4 || !plain_rows(rows) {
+    let whole = blocks.is_multiple_of(64) && rows.iter().all(|r| r.len() == blocks);
+    if !whole || codes.len() < blocks * GROUP / 4 {
         return false;
     }
+    // The rows are read once: each line is checked for codes 0 and 255 as it is transposed.
+    let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
     for kb0 in (0..blocks).step_by(64) {
         // SAFETY: kb0 + 64 <= blocks bytes in every row.
         let x: [__m512i; 16] = from_fn(|j| unsafe { _mm512_loadu_si512(rows[j].as_ptr().add(kb0) as *const __m512i) });
+        for v in x {
+            (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
+        }
         for (c, t) in transpose16_epi32(x).into_iter().enumerate() {
             // SAFETY: codes holds blocks / 4 chunks of 16 words (checked above).
             unsafe { _mm512_storeu_si512(codes.as_mut_ptr().add((kb0 / 4 + c) * GROUP) as *mut __m512i, t) };
         }
     }
-    true
+    _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) == 0 && _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) == 0
 }
 
 /// `plain_codes` on AVX2: whether the 16 scale rows are plain and a whole number of 32-byte vectors; if so `codes` gets column j's four codes of chunk c in word 16c + j.
