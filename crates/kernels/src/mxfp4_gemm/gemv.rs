@@ -257,65 +257,51 @@ mod tests {
         }
     }
 
-    #[test]
-    fn avx2_plain_codes_are_each_columns_four_codes_a_word_or_decline() {
-        if !is_x86_feature_detected!("avx2") {
-            return;
-        }
+    /// A `plain_codes` form on rows of `len` codes: each column's four codes a word per chunk; rows of `short` codes and codes 0 or 255 at `edges` refused.
+    fn plain_codes_check(
+        code: unsafe fn(&[&[u8]; GROUP], &mut [f32]) -> bool,
+        len: usize,
+        short: usize,
+        edges: &[usize],
+    ) {
         let words = |rows: &[Vec<u8>]| {
             let refs: [&[u8]; GROUP] = from_fn(|j| &rows[j][..]);
             let mut codes = vec![0f32; rows[0].len() * GROUP / 4];
-            // SAFETY: avx2 was checked above.
-            let plain = unsafe { plain_codes_avx2(&refs, &mut codes) };
+            // SAFETY: the callers checked the features of `code`.
+            let plain = unsafe { code(&refs, &mut codes) };
             plain.then(|| codes.iter().map(|c| c.to_bits()).collect::<Vec<_>>())
         };
         let mut rows: Vec<Vec<u8>> = (0..GROUP)
-            .map(|j| (0..64).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
+            .map(|j| (0..len).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
             .collect();
         let got = words(&rows).expect("codes 1..254 in whole vectors are plain");
         for (j, r) in rows.iter().enumerate() {
-            for c in 0..16 {
+            for c in 0..len / 4 {
                 let want = u32::from_le_bytes(r[4 * c..][..4].try_into().expect("four codes"));
                 assert_eq!(got[16 * c + j], want, "column {j} chunk {c}");
             }
         }
-        let short: Vec<Vec<u8>> = rows.iter().map(|r| r[..48].to_vec()).collect();
-        assert_eq!(words(&short), None, "48 codes a row are not whole vectors");
-        for code in [0u8, 255] {
-            rows[11][61] = code;
-            assert_eq!(words(&rows), None, "code {code} must fall back");
+        let cut: Vec<Vec<u8>> = rows.iter().map(|r| r[..short].to_vec()).collect();
+        assert_eq!(words(&cut), None, "{short} codes a row are not whole vectors");
+        for (&at, code) in edges.iter().zip([0u8, 255].into_iter().cycle()) {
+            let keep = rows[9][at];
+            rows[9][at] = code;
+            assert_eq!(words(&rows), None, "code {code} at {at} must fall back");
+            rows[9][at] = keep;
+        }
+    }
+
+    #[test]
+    fn avx2_plain_codes_are_each_columns_four_codes_a_word_or_decline() {
+        if is_x86_feature_detected!("avx2") {
+            plain_codes_check(plain_codes_avx2, 64, 48, &[61, 61]);
         }
     }
 
     #[test]
     fn plain_codes_are_each_columns_four_codes_a_word_or_decline() {
-        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
-            return;
-        }
-        let words = |rows: &[Vec<u8>]| {
-            let refs: [&[u8]; GROUP] = from_fn(|j| &rows[j][..]);
-            let mut codes = vec![0f32; rows[0].len() * GROUP / 4];
-            // SAFETY: avx512f and avx512bw were checked above.
-            let plain = unsafe { plain_codes(&refs, &mut codes) };
-            plain.then(|| codes.iter().map(|c| c.to_bits()).collect::<Vec<_>>())
-        };
-        let mut rows: Vec<Vec<u8>> = (0..GROUP)
-            .map(|j| (0..128).map(|b| (1 + (j * 37 + b * 11) % 254) as u8).collect())
-            .collect();
-        let got = words(&rows).expect("codes 1..254 in whole lines are plain");
-        for (j, r) in rows.iter().enumerate() {
-            for c in 0..32 {
-                let want = u32::from_le_bytes(r[4 * c..][..4].try_into().expect("four codes"));
-                assert_eq!(got[16 * c + j], want, "column {j} chunk {c}");
-            }
-        }
-        let short: Vec<Vec<u8>> = rows.iter().map(|r| r[..96].to_vec()).collect();
-        assert_eq!(words(&short), None, "96 codes a row are not whole lines");
-        for (at, code) in [(70, 0u8), (127, 255)] {
-            let keep = rows[9][at];
-            rows[9][at] = code;
-            assert_eq!(words(&rows), None, "code {code} in the second line must fall back");
-            rows[9][at] = keep;
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
+            plain_codes_check(plain_codes, 128, 96, &[70, 127]);
         }
     }
 
