@@ -369,6 +369,14 @@ fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
     assert!(has(&out, "read-mib"), "{}", text(&out));
     let out = bench_fails("kernels --simd avx1024");
     assert!(has(&out, "this CPU runs portable"), "{}", text(&out));
+    let v = kernels_json("w1 spread", &["--working-set-mib", "1"]);
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mxfp4 gemv w1 spread"; 2], "{v}");
     let v = kernels_json("fp8 gemv cached", &["--simd", "portable"]);
     assert_eq!(v["simd"], "portable", "{v}");
     assert_eq!(v["gemv_simd"], "portable", "{v}");
