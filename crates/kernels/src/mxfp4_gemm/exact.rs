@@ -4,7 +4,9 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::{CHUNK, LAYOUT};
-use super::x86::{CHUNK_BYTES, act16, add_chunk, add_chunk_coded, chunk_bytes, group_fma, lanes16, quarters4};
+use super::x86::{
+    CHUNK_BYTES, act16, add_chunk, add_chunk_coded, chunk_bytes, group_fma, lanes16, quarters4, quarters4_as,
+};
 use crate::gemm::{GROUP, PAIRS};
 use tensorfold_formats::e2m1;
 
@@ -162,31 +164,6 @@ fn digit_sum(p: &Digits, i: usize, lo: __m512i, hi: __m512i) -> __m512i {
     _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]), hi, p.d[2 * i + 1])
 }
 
-/// `quarters4` of four rows' integer lane sums, in integers (exact where every block's sum stays below 2^24).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn quarters4_int(v: [__m512i; 4]) -> __m512i {
-    let v = [
-        _mm512_castsi512_ps(v[0]),
-        _mm512_castsi512_ps(v[1]),
-        _mm512_castsi512_ps(v[2]),
-        _mm512_castsi512_ps(v[3]),
-    ];
-    let u0 = _mm512_add_epi32(
-        _mm512_castps_si512(_mm512_shuffle_ps::<0x44>(v[0], v[1])),
-        _mm512_castps_si512(_mm512_shuffle_ps::<0xEE>(v[0], v[1])),
-    );
-    let u1 = _mm512_add_epi32(
-        _mm512_castps_si512(_mm512_shuffle_ps::<0x44>(v[2], v[3])),
-        _mm512_castps_si512(_mm512_shuffle_ps::<0xEE>(v[2], v[3])),
-    );
-    let (u0, u1) = (_mm512_castsi512_ps(u0), _mm512_castsi512_ps(u1));
-    _mm512_add_epi32(
-        _mm512_castps_si512(_mm512_shuffle_ps::<0x88>(u0, u1)),
-        _mm512_castps_si512(_mm512_shuffle_ps::<0xDD>(u0, u1)),
-    )
-}
-
 /// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 (`L2`) or L1 first.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -262,7 +239,12 @@ pub(super) unsafe fn rows_exact<const L2: bool>(
                 }
                 // Two digits: every block's sum is an integer below 2^24, so it is summed exactly and converted once; three: each lane rounds once, as its FMA chain would.
                 let sums = match two {
-                    true => _mm512_cvtepi32_ps(quarters4_int(lanes)),
+                    true => _mm512_cvtepi32_ps(_mm512_castps_si512(quarters4_as::<true>([
+                        _mm512_castsi512_ps(lanes[0]),
+                        _mm512_castsi512_ps(lanes[1]),
+                        _mm512_castsi512_ps(lanes[2]),
+                        _mm512_castsi512_ps(lanes[3]),
+                    ]))),
                     false => quarters4([
                         _mm512_cvtepi32_ps(lanes[0]),
                         _mm512_cvtepi32_ps(lanes[1]),

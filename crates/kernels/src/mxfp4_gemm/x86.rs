@@ -73,15 +73,32 @@ pub(super) fn group_fma(av: &[__m512; 8], d: &[__m512i; 4], t: __m512) -> __m512
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(super) fn quarters4(v: [__m512; 4]) -> __m512 {
-    let u0 = _mm512_add_ps(
+    quarters4_as::<false>(v)
+}
+
+/// `quarters4`, its adds in 32-bit integers on the lanes' bits when `INT`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn quarters4_as<const INT: bool>(v: [__m512; 4]) -> __m512 {
+    let u0 = add_as::<INT>(
         _mm512_shuffle_ps::<0x44>(v[0], v[1]),
         _mm512_shuffle_ps::<0xEE>(v[0], v[1]),
     );
-    let u1 = _mm512_add_ps(
+    let u1 = add_as::<INT>(
         _mm512_shuffle_ps::<0x44>(v[2], v[3]),
         _mm512_shuffle_ps::<0xEE>(v[2], v[3]),
     );
-    _mm512_add_ps(_mm512_shuffle_ps::<0x88>(u0, u1), _mm512_shuffle_ps::<0xDD>(u0, u1))
+    add_as::<INT>(_mm512_shuffle_ps::<0x88>(u0, u1), _mm512_shuffle_ps::<0xDD>(u0, u1))
+}
+
+/// `a + b` as floats, or as 32-bit integers on their bits when `INT`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn add_as<const INT: bool>(a: __m512, b: __m512) -> __m512 {
+    match INT {
+        true => _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b))),
+        false => _mm512_add_ps(a, b),
+    }
 }
 
 /// The 64 bytes of chunk `c` of `row`, zero-padded past its end.
@@ -436,7 +453,7 @@ pub(super) unsafe fn decode_scales_plain(rows: &[&[u8]; GROUP], swt: &mut [f32])
 #[target_feature(enable = "avx512f,avx512bw")]
 fn plain_rows(rows: &[&[u8]; GROUP]) -> bool {
     let blocks = rows[0].len();
-    if !blocks.is_multiple_of(64) || rows.iter().any(|r| r.len() != blocks) {
+    if !whole_lines(rows) {
         return false;
     }
     let (mut lo, mut hi) = (_mm512_set1_epi8(-1), _mm512_setzero_si512());
@@ -447,6 +464,19 @@ fn plain_rows(rows: &[&[u8]; GROUP]) -> bool {
             (lo, hi) = (_mm512_min_epu8(lo, v), _mm512_max_epu8(hi, v));
         }
     }
+    no_edge_codes(lo, hi)
+}
+
+/// Whether the 16 scale rows are whole 64-byte lines of one length.
+fn whole_lines(rows: &[&[u8]; GROUP]) -> bool {
+    let blocks = rows[0].len();
+    blocks.is_multiple_of(64) && rows.iter().all(|r| r.len() == blocks)
+}
+
+/// Whether codes whose bytewise least is `lo` and greatest `hi` hold no 0 and no 255.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn no_edge_codes(lo: __m512i, hi: __m512i) -> bool {
     _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) == 0 && _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) == 0
 }
 
@@ -454,8 +484,7 @@ fn plain_rows(rows: &[&[u8]; GROUP]) -> bool {
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bool {
     let blocks = rows[0].len();
-    let whole = blocks.is_multiple_of(64) && rows.iter().all(|r| r.len() == blocks);
-    if !whole || codes.len() < blocks * GROUP / 4 {
+    if !whole_lines(rows) || codes.len() < blocks * GROUP / 4 {
         return false;
     }
     // The rows are read once: each line is checked for codes 0 and 255 as it is transposed.
@@ -471,7 +500,7 @@ pub(super) unsafe fn plain_codes(rows: &[&[u8]; GROUP], codes: &mut [f32]) -> bo
             unsafe { _mm512_storeu_si512(codes.as_mut_ptr().add((kb0 / 4 + c) * GROUP) as *mut __m512i, t) };
         }
     }
-    _mm512_cmpeq_epi8_mask(lo, _mm512_setzero_si512()) == 0 && _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8(-1)) == 0
+    no_edge_codes(lo, hi)
 }
 
 /// `plain_codes` on AVX2: whether the 16 scale rows are plain and a whole number of 32-byte vectors; if so `codes` gets column j's four codes of chunk c in word 16c + j.
