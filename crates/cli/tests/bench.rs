@@ -380,5 +380,6 @@ fn kernels_report_each_call_beside_a_paired_read_of_its_weights() {
     let v = kernels_json("fp8 gemv cached", &["--simd", "portable"]);
     assert_eq!(v["simd"], "portable", "{v}");
     assert_eq!(v["gemv_simd"], "portable", "{v}");
+    assert_eq!(v["fp8_gemv_simd"], "portable", "{v}");
     assert_eq!(v["mxfp4_gemv_simd"], "portable", "{v}");
 }

@@ -9,9 +9,9 @@ use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
 use tensorfold_kernels::cpu::{CpuLaunch, SimdPath, par_chunks_mut};
 use tensorfold_kernels::dequant_gemm::{WeightFormat, dequant_gemm};
-use tensorfold_kernels::fp8_gemm::fp8_gemm;
+use tensorfold_kernels::fp8_gemm::{self, fp8_gemm};
 use tensorfold_kernels::grouped_proj::grouped_proj;
-use tensorfold_kernels::mxfp4_gemm::{mxfp4_gemm, one_row_path};
+use tensorfold_kernels::mxfp4_gemm::{self, mxfp4_gemm};
 
 #[derive(Args)]
 pub struct KernelsArgs {
@@ -81,13 +81,20 @@ struct Bench<'a> {
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let simd = args.simd.unwrap_or_else(SimdPath::best);
     let gemv_simd = args.simd.map_or_else(SimdPath::gemv_default, |_| None);
-    let mxfp4_gemv = one_row_path(&CpuLaunch {
+    let one_row = CpuLaunch {
         gemv_simd,
         ..CpuLaunch::serial().only(simd)
-    });
+    };
+    let (fp8_gemv, mxfp4_gemv) = (fp8_gemm::one_row_path(&one_row), mxfp4_gemm::one_row_path(&one_row));
     let paths = match gemv_simd {
-        Some(g) if g != mxfp4_gemv => format!("{simd} (one-row GEMVs {g}, MXFP4's {mxfp4_gemv})"),
-        Some(g) => format!("{simd} (one-row GEMVs {g})"),
+        Some(g) => {
+            let own: Vec<String> = [("FP8", fp8_gemv), ("MXFP4", mxfp4_gemv)]
+                .iter()
+                .filter(|(_, p)| *p != g)
+                .map(|(name, p)| format!(", {name}'s {p}"))
+                .collect();
+            format!("{simd} (one-row GEMVs {g}{})", own.concat())
+        }
         None => simd.to_string(),
     };
     let read_bytes = (args.read_mib as usize) << 20;
@@ -175,7 +182,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                         "paired_read_gb_per_s": r.paired_gbs, "fraction_of_paired_read": r.weight_gbs / r.paired_gbs })
             })
             .collect();
-        let out = json!({ "simd": simd.to_string(), "gemv_simd": gemv_simd.unwrap_or(simd).to_string(), "mxfp4_gemv_simd": mxfp4_gemv.to_string(), "read_bandwidth_gb_per_s": read_gbs,
+        let out = json!({ "simd": simd.to_string(), "gemv_simd": gemv_simd.unwrap_or(simd).to_string(), "fp8_gemv_simd": fp8_gemv.to_string(), "mxfp4_gemv_simd": mxfp4_gemv.to_string(), "read_bandwidth_gb_per_s": read_gbs,
                           "read_bandwidth_before_gb_per_s": read_before, "read_bandwidth_after_gb_per_s": read_after,
                           "read_threads": 2, "anon_huge_page_mib": huge, "results": results });
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -58,7 +58,7 @@ impl SimdPath {
         })
     }
 
-    /// The default path of one-row GEMVs where it is not `best`: AVX2 on CPUs that run each 512-bit operation as two 256-bit halves, where the AVX2 FP8 and bf16 GEMVs stream weights faster (MXFP4 keeps its AVX-512 GEMV: `mxfp4_gemm::one_row_path`).
+    /// The default path of one-row GEMVs where it is not `best`: AVX2 on CPUs that run each 512-bit operation as two 256-bit halves, where the AVX2 bf16 GEMV streams weights faster (FP8 keeps its BF16 GEMV and MXFP4 its AVX-512 one: `one_row_path` of each).
     pub fn gemv_default() -> Option<SimdPath> {
         static GEMV: OnceLock<Option<SimdPath>> = OnceLock::new();
         *GEMV.get_or_init(|| {

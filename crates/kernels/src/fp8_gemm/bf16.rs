@@ -9,7 +9,7 @@ use crate::gemm::x86::hsum16;
 use crate::gemm::{GROUP, PAIRS};
 
 /// Weights decode to e4m3 * 2^-117 (a normal bf16 even for e4m3 subnormals), 8 times the f32 paths' 2^-120; inners are scaled back.
-const UNDO: f32 = 0.125;
+pub(super) const UNDO: f32 = 0.125;
 
 /// The bf16 bits of e4m3 magnitude `m` times 2^-117 (the NaN code as 480, like `decode_e4m3`); `flush` keeps subnormals denormal.
 const fn bf16_bits(m: u8, flush: bool) -> u16 {
@@ -59,7 +59,7 @@ static HI_FLUSH: [u8; 128] = table(true, true);
 static PAIR: [[u8; 64]; 2] = [interleave(0), interleave(1)];
 
 /// The decode tables in registers.
-struct Tables {
+pub(super) struct Tables {
     lo: [__m512i; 2],
     hi: [__m512i; 2],
     sign: __m512i,
@@ -69,7 +69,7 @@ struct Tables {
 impl Tables {
     /// The tables; `flush` plants the classic bug (e4m3 subnormals as bf16 denormals, which VDPBF16PS reads as zero).
     #[target_feature(enable = "avx512f")]
-    fn new(flush: bool) -> Tables {
+    pub(super) fn new(flush: bool) -> Tables {
         let (lo, hi) = if flush { (&LO_FLUSH, &HI_FLUSH) } else { (&LO, &HI) };
         // SAFETY: every load reads 64 bytes of a 64- or 128-byte static.
         let at = |t: &[u8], i: usize| unsafe { _mm512_loadu_si512(t.as_ptr().add(64 * i) as *const __m512i) };
@@ -99,7 +99,7 @@ fn decode64(d: __m512i, t: &Tables) -> [__m512i; 2] {
 /// One block's 16 lanes (lane l: elements 4l..4l+3, then 64+4l..64+4l+3, in order), 8 times the f32 paths' lanes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
-unsafe fn block_lanes(a: *const u16, w: *const u8, t: &Tables) -> __m512 {
+pub(super) unsafe fn block_lanes(a: *const u16, w: *const u8, t: &Tables) -> __m512 {
     let mut acc = _mm512_setzero_ps();
     for chunk in 0..2 {
         // SAFETY: the caller guarantees a whole block of weights and activations.

@@ -52,6 +52,14 @@ pub fn fp8_gemm(
     run_pairs(&Fp8Weights { w, w_scale, k }, &problem, out, launch, faults);
 }
 
+/// The path of FP8's one-row calls under `launch`: a launch on AVX-512 BF16 whose one-row default is AVX2 keeps the VDPBF16PS GEMV, which streams FP8 faster there.
+pub fn one_row_path(launch: &CpuLaunch) -> SimdPath {
+    match (launch.simd, launch.gemv_simd) {
+        (SimdPath::Avx512Bf16, Some(SimdPath::Avx2)) => SimdPath::Avx512Bf16,
+        _ => launch.simd_for(1),
+    }
+}
+
 /// The f32 bits an e4m3 code keeps once sign-extended to bit 31 with its other 7 bits at 20..26.
 pub(crate) const E4M3_BITS: u32 = 0x87F0_0000;
 
@@ -83,6 +91,10 @@ impl BlockWeights for Fp8Weights<'_> {
         kb
     }
 
+    fn gemv_path(&self, launch: &CpuLaunch) -> SimdPath {
+        one_row_path(launch)
+    }
+
     fn fill_scales(&self, cols: &[usize; GROUP], _: SimdPath, swt: &mut [f32]) {
         let grid_k = self.blocks();
         if cols[0] / BLOCK == cols[GROUP - 1] / BLOCK {
@@ -105,6 +117,13 @@ impl BlockWeights for Fp8Weights<'_> {
         if simd == SimdPath::Avx512 && !faults.on("order_by_tile") && !faults.on("drop_tail_block") {
             // SAFETY: the driver asserted the path is available; `gemv_avx512` checks every bound it reads.
             unsafe { super::gemv::gemv_avx512(a, sa, self.w, self.w_scale, self.k, cols, out) };
+            return true;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if simd == SimdPath::Avx512Bf16 && !faults.on("order_by_tile") && !faults.on("drop_tail_block") {
+            let flush = faults.on("bf16_subnormal_flush");
+            // SAFETY: the driver asserted the path is available; `gemv_bf16` checks every bound it reads.
+            unsafe { super::gemv::gemv_bf16(a, sa, self.w, self.w_scale, self.k, cols, out, flush) };
             return true;
         }
         #[cfg(target_arch = "x86_64")]
@@ -225,13 +244,34 @@ fn block_dot(act: &[f32; BLOCK], wb: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use tensorfold_formats::e4m3;
+
+    #[test]
+    fn one_row_calls_keep_the_bf16_gemv_only_where_the_default_chose_avx2() {
+        let launch = |simd, gemv_simd| CpuLaunch {
+            simd,
+            gemv_simd,
+            ..CpuLaunch::serial()
+        };
+        let bf16 = SimdPath::Avx512Bf16;
+        assert_eq!(one_row_path(&launch(bf16, Some(SimdPath::Avx2))), bf16);
+        assert_eq!(one_row_path(&launch(bf16, None)), bf16, "an explicit path stays");
+        assert_eq!(
+            one_row_path(&launch(SimdPath::Avx512, Some(SimdPath::Avx2))),
+            SimdPath::Avx2
+        );
+        assert_eq!(
+            one_row_path(&launch(bf16, Some(SimdPath::Portable))),
+            SimdPath::Portable
+        );
+    }
 
     #[test]
     fn bit_decode_is_exact_for_every_finite_code() {
         for code in 0..=255u8 {
             let want = e4m3::decode(code);
-            let got = super::decode_e4m3(code) * 2f32.powi(120);
+            let got = decode_e4m3(code) * 2f32.powi(120);
             if want.is_nan() {
                 assert_eq!(got.abs(), 480.0);
             } else {

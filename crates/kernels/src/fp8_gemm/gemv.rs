@@ -35,6 +35,29 @@ pub unsafe fn gemv_avx512(
     streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4(t));
 }
 
+/// Columns `cols` of one activation row against `w` through VDPBF16PS, as `bf16::rows` per column (`flush` plants its denormal-table bug).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
+pub unsafe fn gemv_bf16(
+    a: &[u16],
+    sa: &[f32],
+    w: &[u8],
+    w_scale: &[u8],
+    k: usize,
+    cols: Range<usize>,
+    out: &mut [f32],
+    flush: bool,
+) {
+    assert!(a.len() >= k.div_ceil(BLOCK) * BLOCK);
+    let t = super::bf16::Tables::new(flush);
+    let undo = _mm_set1_ps(super::bf16::UNDO);
+    // SAFETY: block kb of the activations exists (asserted above); `streamed` hands whole (or padded) weight blocks.
+    let lanes = |kb: usize, wb: &[*const u8; 4]| -> [__m512; 4] {
+        from_fn(|j| unsafe { super::bf16::block_lanes(a.as_ptr().add(kb * BLOCK), wb[j], &t) })
+    };
+    streamed(sa, w, w_scale, k, cols, out, lanes, |t| _mm_mul_ps(reduce4(t), undo));
+}
+
 /// An entry of the AVX2 GEMV compiled with `features`, which cover AVX2 and FMA.
 macro_rules! avx2_entry {
     ($(#[$doc:meta])* $name:ident, $features:literal) => {
@@ -188,6 +211,8 @@ unsafe fn block4_avx2(act: &[__m256], w: &[*const u8; 4]) -> [__m256; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::SimdPath;
+    use crate::fp8_gemm::LAYOUT;
     use crate::fp8_gemm::x86::{RowScales, rows_avx2};
     use crate::gemm::{GROUP, PAIRS};
     use crate::rng::Rng;
@@ -196,16 +221,24 @@ mod tests {
         Rng::new(seed, 0).bytes(len)
     }
 
-    /// `gemv_avx2` (or `gemv_avx2_vl` where `vl`) over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).
-    fn both(n: usize, k: usize, cols: Range<usize>, seed: u64, nan: bool, vl: bool) -> (Vec<u32>, Vec<u32>) {
+    /// The GEMV entries under test.
+    #[derive(Clone, Copy, Debug)]
+    enum Entry {
+        Avx2,
+        Avx2Vl,
+        Bf16,
+    }
+
+    /// `entry` over columns `cols` of a random [n, k] weight, and `rows_avx2` column by column: (gemv bits, row bits).
+    fn both(n: usize, k: usize, cols: Range<usize>, seed: u64, nan: bool, entry: Entry) -> (Vec<u32>, Vec<u32>) {
         let blocks = k.div_ceil(BLOCK);
-        // Every finite code in the weights and (as bf16) in the activations; NaN only where `nan`.
+        // Every finite code in the weights and (as bf16, times 2^119 as `LAYOUT` stores them) in the activations; NaN only where `nan`.
         let finite = |c: &u8| if nan || c & 0x7F != 0x7F { *c } else { c ^ 1 };
         let w: Vec<u8> = bytes(seed, n * k).iter().map(finite).collect();
         let a: Vec<u16> = bytes(seed + 1, blocks * BLOCK)
             .iter()
             .map(finite)
-            .map(|c| (tensorfold_formats::e4m3::decode(c).to_bits() >> 16) as u16)
+            .map(|c| ((tensorfold_formats::e4m3::decode(c) * LAYOUT.value_factor).to_bits() >> 16) as u16)
             .collect();
         let sa: Vec<f32> = (0..blocks).map(|b| 2f32.powi(b as i32 % 7 - 3)).collect();
         let w_scale: Vec<u8> = bytes(seed + 2, n.div_ceil(BLOCK) * blocks)
@@ -213,10 +246,13 @@ mod tests {
             .map(|&b| 120 + b % 16)
             .collect();
         let mut got = vec![0f32; cols.len()];
-        // SAFETY: the caller checked avx2 and fma, and avx512f and avx512vl where `vl`.
-        match vl {
-            true => unsafe { gemv_avx2_vl(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) },
-            false => unsafe { gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got) },
+        // SAFETY: the caller checked the entry's features.
+        unsafe {
+            match entry {
+                Entry::Avx2 => gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got),
+                Entry::Avx2Vl => gemv_avx2_vl(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got),
+                Entry::Bf16 => gemv_bf16(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got, false),
+            }
         }
         let mut want = Vec::new();
         for c in cols {
@@ -237,29 +273,63 @@ mod tests {
         (bits(&got), bits(&want))
     }
 
+    /// Every case of the GEMV tests through `entry`, against the row path.
+    fn check(entry: Entry) {
+        for (n, k, cols, seed) in [
+            (300, 512, 0..300, 1),
+            (133, 200, 5..133, 2),
+            (7, 1000, 1..4, 3),
+            (258, 128, 128..258, 4),
+        ] {
+            let (got, want) = both(n, k, cols, seed, false, entry);
+            assert!(
+                got.iter().all(|b| f32::from_bits(*b).is_finite()),
+                "seed {seed}: finite outputs"
+            );
+            assert_eq!(got, want, "n={n} k={k} seed={seed} {entry:?}");
+        }
+        let (got, want) = both(40, 384, 0..40, 5, true, entry);
+        assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
+        assert_eq!(got, want, "with NaN codes, {entry:?}");
+    }
+
     #[test]
     fn avx2_gemv_gives_the_row_paths_bits() {
         if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
             return;
         }
-        let has_vl = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl");
-        for vl in [false, true].into_iter().filter(|&v| !v || has_vl) {
-            for (n, k, cols, seed) in [
-                (300, 512, 0..300, 1),
-                (133, 200, 5..133, 2),
-                (7, 1000, 1..4, 3),
-                (258, 128, 128..258, 4),
-            ] {
-                let (got, want) = both(n, k, cols, seed, false, vl);
-                assert!(
-                    got.iter().all(|b| f32::from_bits(*b).is_finite()),
-                    "seed {seed}: finite outputs"
-                );
-                assert_eq!(got, want, "n={n} k={k} seed={seed} vl={vl}");
-            }
-            let (got, want) = both(40, 384, 0..40, 5, true, vl);
-            assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
-            assert_eq!(got, want, "with NaN codes, vl={vl}");
+        check(Entry::Avx2);
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
+            check(Entry::Avx2Vl);
         }
+    }
+
+    #[test]
+    fn bf16_gemv_gives_the_row_paths_bits() {
+        if !SimdPath::available().contains(&SimdPath::Avx512Bf16) {
+            eprintln!("skipped: this CPU has no AVX-512 BF16");
+            return;
+        }
+        check(Entry::Bf16);
+    }
+
+    #[test]
+    fn bf16_gemv_flush_control_loses_subnormal_weights() {
+        if !SimdPath::available().contains(&SimdPath::Avx512Bf16) {
+            eprintln!("skipped: this CPU has no AVX-512 BF16");
+            return;
+        }
+        // One column of subnormal codes (1..7) against ones: the planted table reads them as zero.
+        let k = 128;
+        let w: Vec<u8> = (0..k).map(|i| 1 + (i % 7) as u8).collect();
+        let a = vec![(1f32.to_bits() >> 16) as u16; k];
+        let (sa, w_scale) = ([1f32], [127u8]);
+        let mut out = [[0f32; 1]; 2];
+        for (o, flush) in out.iter_mut().zip([false, true]) {
+            // SAFETY: avx512bf16 and the features it needs are present, checked above.
+            unsafe { gemv_bf16(&a, &sa, &w, &w_scale, k, 0..1, o, flush) };
+        }
+        assert!(out[0][0] > 0.0, "subnormal weights count: {}", out[0][0]);
+        assert_eq!(out[1][0], 0.0, "the planted table flushes them");
     }
 }

@@ -9,7 +9,7 @@ mod gemv;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub use cpu::{BLOCK, fp8_gemm};
+pub use cpu::{BLOCK, fp8_gemm, one_row_path};
 pub(crate) use cpu::{E4M3_BITS, Fp8Weights, LAYOUT};
 pub use cuda::{DECODE_ROWS, MAX_K, SMALL_ROWS, fp8_gemm_cuda, quant_blocks, rows_blocks};
 
