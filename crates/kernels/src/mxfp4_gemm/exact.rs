@@ -138,10 +138,16 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
     out
 }
 
-/// W + 12 (W = 2 * e2m1) of the low nibble of each byte, repeated over the 64 entries VPERMB indexes.
-fn weight_table() -> [u8; 64] {
-    from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
-}
+/// W + 12 (W = 2 * e2m1) of the low nibble of each byte, repeated over the 64 entries VPERMB indexes (the AVX2 lanes' VPSHUFB reads the first 32).
+pub(super) const WEIGHT_TABLE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Lane l of one row's chunk `d`: the integer sum of its 8 products A * W, three digits (`DIGITS` 3) or two.
 #[inline]
@@ -206,7 +212,7 @@ pub(super) unsafe fn rows_exact<const L2: bool>(
     let (t, tw) = unsafe {
         (
             _mm512_loadu_ps(e2m1::TABLE.as_ptr()),
-            _mm512_loadu_si512(weight_table().as_ptr() as *const __m512i),
+            _mm512_loadu_si512(WEIGHT_TABLE.as_ptr() as *const __m512i),
         )
     };
     let mut acc = _mm512_setzero_ps();

@@ -4,7 +4,7 @@ use std::arch::x86_64::*;
 use std::array::from_fn;
 
 use super::cpu::CHUNK;
-use super::exact::two_digit_shift;
+use super::exact::{WEIGHT_TABLE, two_digit_shift};
 use super::x86::{CHUNK_BYTES, chunk_bytes, nibble8};
 use crate::gemm::x86::bf16_pair8;
 use crate::gemm::{GROUP, PAIRS};
@@ -138,11 +138,6 @@ fn hmax_epu32(v: __m256i) -> u32 {
     let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0x4E>(m));
     let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0xB1>(m));
     _mm_cvtsi128_si32(m) as u32
-}
-
-/// W + 12 (W = 2 * e2m1) of each nibble code, twice (one per 128-bit half VPSHUFB indexes).
-fn weight_table() -> [u8; 32] {
-    from_fn(|i| (2.0 * e2m1::TABLE[i % 16] + 12.0) as u8)
 }
 
 /// One chunk's digit planes and offsets at lane 8g, loaded once for every column: the lanes' for three digits, the blocks' for two.
@@ -440,10 +435,9 @@ unsafe fn rows_body<const VNNI: u8>(
         let words = if coded { chunks * GROUP } else { blocks * GROUP };
         assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && swt.len() >= words);
         assert!(rows.iter().all(|r| r.len() == k / 2) && digits.is_none_or(|d| d.chunks.len() >= full));
-        let tw = weight_table();
         // 32 bytes; 8 floats.
         let (t, mag) = (
-            _mm256_loadu_si256(tw.as_ptr() as *const __m256i),
+            _mm256_loadu_si256(WEIGHT_TABLE.as_ptr() as *const __m256i),
             _mm256_loadu_ps(e2m1::TABLE.as_ptr()),
         );
         // Lane j of acc[h]: column 8h + j.
