@@ -16,8 +16,11 @@ use crate::gemm::{GROUP, PAIRS};
 /// Passes ahead that each stream's scale row is asked for.
 const SCALES_AHEAD: usize = 2;
 
-/// Bytes ahead in each row's stream that the AVX-512 GEMV asks L1 for, except on CPUs that split 512-bit operations.
+/// Bytes ahead in each row's stream that the AVX-512 FMA lanes ask L1 for, except on CPUs that split 512-bit operations.
 const AHEAD: usize = 1024;
+
+/// `AHEAD` for the exact integer lanes, whose digit planes share L1 with the 16 streams' lines.
+const AHEAD_EXACT: usize = 512;
 
 /// Bytes ahead in each row's stream that the AVX-512 GEMV asks L2 for on CPUs that split 512-bit operations (Zen 4).
 const AHEAD_L2: usize = 4096;
@@ -122,7 +125,7 @@ pub unsafe fn gemv_avx512(
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match &planes {
             Some(p) if zen => exact::rows_exact::<true>(a, sa, p, swt, coded.get(), rows, k, AHEAD_L2),
-            Some(p) => exact::rows_exact::<false>(a, sa, p, swt, coded.get(), rows, k, AHEAD),
+            Some(p) => exact::rows_exact::<false>(a, sa, p, swt, coded.get(), rows, k, AHEAD_EXACT),
             None => rows_avx512(a, sa, swt, 0, PAIRS, &|j| rows[j], k, Some(AHEAD)),
         }
     };
