@@ -304,10 +304,18 @@ mod tests {
         }
     }
 
+    /// Whether this CPU runs the BF16 GEMV; says so when it skips.
+    fn has_bf16() -> bool {
+        let has = SimdPath::available().contains(&SimdPath::Avx512Bf16);
+        if !has {
+            eprintln!("skipped: this CPU has no AVX-512 BF16");
+        }
+        has
+    }
+
     #[test]
     fn bf16_gemv_gives_the_row_paths_bits() {
-        if !SimdPath::available().contains(&SimdPath::Avx512Bf16) {
-            eprintln!("skipped: this CPU has no AVX-512 BF16");
+        if !has_bf16() {
             return;
         }
         check(Entry::Bf16);
@@ -315,8 +323,7 @@ mod tests {
 
     #[test]
     fn bf16_gemv_flush_control_loses_subnormal_weights() {
-        if !SimdPath::available().contains(&SimdPath::Avx512Bf16) {
-            eprintln!("skipped: this CPU has no AVX-512 BF16");
+        if !has_bf16() {
             return;
         }
         // One column of subnormal codes (1..7) against ones: the planted table reads them as zero.
