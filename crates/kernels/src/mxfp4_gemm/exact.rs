@@ -18,10 +18,8 @@ const MAX_A: i32 = 448 * 512;
 struct ChunkPlanes {
     /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
     digits: [[i8; 64]; 6],
-    /// Digit p, lane l: -12 times the lane's digit sum (the weights enter as W + 12, unsigned).
-    init: [[i32; 16]; 3],
-    /// 2^(s-10): the value of one unit of the chunk's integer sums (s the two-digit shift, else 0).
-    unit: f32,
+    /// Lane l: -12 times the sum of its eight A, digit 0's chain start (the weights enter as W + 12, unsigned).
+    init: [i32; 16],
 }
 
 /// Largest |A >> s| of a two-digit chunk: A + 0x8080 stays within two bytes, so the third digit is 0.
@@ -30,6 +28,8 @@ const MAX_TWO: u32 = 0x7F7F;
 /// Byte planes of one activation row, and per chunk whether all of its (bf16) activations are on the 2^-9 grid within +-448, as e4m3 values are.
 pub(super) struct Planes {
     chunks: Vec<ChunkPlanes>,
+    /// 2^(s-10) per chunk: the value of one unit of its integer sums (s the two-digit shift, else 0).
+    units: Vec<f32>,
     exact: Vec<bool>,
     /// Exact chunks whose digits of A >> s fit two planes (every A a multiple of 2^s, the largest within `MAX_TWO << s`).
     two: Vec<bool>,
@@ -75,6 +75,7 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
     assert!(a.len() >= chunks * CHUNK);
     let mut out = Planes {
         chunks: Vec::with_capacity(chunks),
+        units: Vec::with_capacity(chunks),
         exact: Vec::with_capacity(chunks),
         two: Vec::with_capacity(chunks),
     };
@@ -105,16 +106,17 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         };
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
-            init: [[0; 16]; 3],
-            unit: 2f32.powi(shift.unwrap_or(0) as i32 - 10),
+            init: [0; 16],
         };
+        let sum = aq.iter().fold(_mm512_setzero_si512(), |s, &v| _mm512_add_epi32(s, v));
+        let init = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12));
+        // SAFETY: 16 ints.
+        unsafe { _mm512_storeu_si512(p.init.as_mut_ptr() as *mut __m512i, init) };
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
         for (digit, gather) in GATHER.iter().enumerate() {
             // SAFETY: 64 bytes.
             let idx = unsafe { _mm512_loadu_si512(gather.as_ptr() as *const __m512i) };
-            // Chain start: -12 times the digit sum, as the biased bytes times -12 plus 12 * 128 per element.
-            let mut init = _mm512_set1_epi32(12 * 128 * 8);
             for half in 0..2 {
                 // Byte j of lane l: digit of element 8l + 2j + half, from vectors 2j + half.
                 let v = |j: usize| biased[2 * j + half];
@@ -123,14 +125,12 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
                     _mm512_permutex2var_epi8(v(0), idx, v(1)),
                     _mm512_permutex2var_epi8(v(2), idx, v(3)),
                 );
-                init = _mm512_dpbusd_epi32(init, raw, _mm512_set1_epi8(-12));
                 let digits = _mm512_xor_si512(raw, _mm512_set1_epi8(-128));
                 // SAFETY: 64 bytes.
                 unsafe { _mm512_storeu_si512(p.digits[2 * digit + half].as_mut_ptr() as *mut __m512i, digits) };
             }
-            // SAFETY: 16 ints.
-            unsafe { _mm512_storeu_si512(p.init[digit].as_mut_ptr() as *mut __m512i, init) };
         }
+        out.units.push(2f32.powi(shift.unwrap_or(0) as i32 - 10));
         out.chunks.push(p);
         out.exact.push(ok == 0xFFFF);
         out.two.push(shift.is_some());
@@ -155,19 +155,23 @@ pub(super) const WEIGHT_TABLE: [u8; 64] = {
 fn lanes_int<const DIGITS: usize>(d: __m512i, p: &Digits, t: __m512i) -> __m512i {
     let lo = _mm512_permutexvar_epi8(d, t);
     let hi = _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), t);
-    // Digit sum p, T_p: |T_p| <= 8 * 12 * 128; the lane's sum T_0 + 2^8 T_1 + 2^16 T_2 stays below 2^25.
-    let low = _mm512_add_epi32(digit_sum(p, 0, lo, hi), _mm512_slli_epi32::<8>(digit_sum(p, 1, lo, hi)));
+    // T_0 starts at the lane's offset (|T_0| < 2^25), T_1 and T_2 at 0 (|T_p| <= 8 * 24 * 128); T_0 + 2^8 T_1 + 2^16 T_2 is the lane's sum.
+    let zero = _mm512_setzero_si512();
+    let low = _mm512_add_epi32(
+        digit_sum(p, 0, p.init, lo, hi),
+        _mm512_slli_epi32::<8>(digit_sum(p, 1, zero, lo, hi)),
+    );
     match DIGITS {
-        3 => _mm512_add_epi32(low, _mm512_slli_epi32::<16>(digit_sum(p, 2, lo, hi))),
+        3 => _mm512_add_epi32(low, _mm512_slli_epi32::<16>(digit_sum(p, 2, zero, lo, hi))),
         _ => low,
     }
 }
 
-/// T_p, lane l: the sum over the lane's 8 elements of digit p times W (`lo`, `hi`: W + 12 of the even and odd elements).
+/// T_p, lane l: `start` plus the sum over the lane's 8 elements of digit p times W + 12 (`lo`, `hi`: W + 12 of the even and odd elements).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vnni")]
-fn digit_sum(p: &Digits, i: usize, lo: __m512i, hi: __m512i) -> __m512i {
-    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p.init[i], lo, p.d[2 * i]), hi, p.d[2 * i + 1])
+fn digit_sum(p: &Digits, i: usize, start: __m512i, lo: __m512i, hi: __m512i) -> __m512i {
+    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, p.d[2 * i]), hi, p.d[2 * i + 1])
 }
 
 /// The 64 bytes of chunk `c` of the row at `row`, its line `ahead` bytes on asked of L2 (`L2`) or L1 first.
@@ -185,10 +189,10 @@ unsafe fn load_chunk<const L2: bool>(row: *const u8, c: usize, ahead: usize) -> 
     unsafe { _mm512_loadu_si512(p as *const __m512i) }
 }
 
-/// One chunk's digit planes and chain starts in registers.
+/// One chunk's digit planes and digit 0's chain start in registers.
 struct Digits {
     d: [__m512i; 6],
-    init: [__m512i; 3],
+    init: __m512i,
 }
 
 /// `rows_avx512` on the streamed rows `rows` (each asked of L2 when `L2`, else of L1, `ahead` bytes on), exact chunks through `lanes_int`; the same bits for every input. `swt` holds `plain_codes`' words when `coded`, else decoded scales.
@@ -205,7 +209,7 @@ pub(super) unsafe fn rows_exact<const L2: bool>(
     ahead: usize,
 ) -> [f32; PAIRS] {
     let (blocks, chunks, full) = (k / super::cpu::BLOCK, k.div_ceil(CHUNK), k / CHUNK);
-    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && planes.chunks.len() >= chunks);
+    assert!(a.len() >= chunks * CHUNK && sa.len() >= chunks && planes.units.len() >= chunks);
     let words = if coded { chunks * GROUP } else { blocks * GROUP };
     assert!(swt.len() >= words && rows.iter().all(|r| r.len() == k / 2));
     // SAFETY: 16 floats; 64 bytes.
@@ -221,17 +225,17 @@ pub(super) unsafe fn rows_exact<const L2: bool>(
         if c < full && planes.exact[c] {
             let pc = &planes.chunks[c];
             let two = planes.two[c];
-            // SAFETY: 64-byte planes and rows of 16 ints (the third digit only where it is used).
+            // SAFETY: 64-byte planes and a row of 16 ints (the third digit only where it is used).
             let pv = unsafe {
                 Digits {
                     d: from_fn(|i| match i < 4 || !two {
                         true => _mm512_loadu_si512(pc.digits[i].as_ptr() as *const __m512i),
                         false => _mm512_setzero_si512(),
                     }),
-                    init: from_fn(|i| _mm512_loadu_si512(pc.init[i].as_ptr() as *const __m512i)),
+                    init: _mm512_loadu_si512(pc.init.as_ptr() as *const __m512i),
                 }
             };
-            let unit = _mm512_set1_ps(pc.unit);
+            let unit = _mm512_set1_ps(planes.units[c]);
             // Loops and functions, not closures: a closure's body may be left out of line, without this function's features.
             for (g, q) in q.iter_mut().enumerate() {
                 let mut lanes = [_mm512_setzero_si512(); 4];
