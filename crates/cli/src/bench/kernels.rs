@@ -121,6 +121,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 tile_rows: usize::MAX,
                 split_min: 0,
                 gemv_simd,
+                mxfp4_packed: false,
             };
             let copies = bench.copies;
             let mut passes = vec![yardstick.pass(2)];
@@ -196,7 +197,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         "median call; `read` is the median GB/s of read-bandwidth passes spread through the row's calls (one before, six among them, one after); `of read` is median weight GB/s over it; `paired` is the median GB/s of another copy of the weights summed on as many threads between the calls, `of pair` the call's share of it; {huge} MiB of anonymous huge pages"
     );
     println!(
-        "{:<22} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
+        "{:<24} {:<16} {:>4} {:>3} {:>9} {:>11} {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
         "kernel",
         "shape [n, k]",
         "rows",
@@ -212,7 +213,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     );
     for r in &rows {
         println!(
-            "{:<22} {:<16} {:>4} {:>3} {:>9.3} {:>11.1} {:>9.1} {:>9.1} {:>6.1} {:>7.0}% {:>7.1} {:>7.0}%",
+            "{:<24} {:<16} {:>4} {:>3} {:>9.3} {:>11.1} {:>9.1} {:>9.1} {:>6.1} {:>7.0}% {:>7.1} {:>7.0}%",
             r.name,
             r.shape,
             r.rows,
@@ -230,9 +231,50 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// (name, n, k, rows) of every benchmark; names with `cached` keep one copy of their weights, small enough for L2.
+/// An MXFP4 benchmark on weights packed in 16-row groups, as `build`'s MXFP4 rows otherwise.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn packed<'a>(
+    name: &'static str,
+    shape: String,
+    rows: usize,
+    n: usize,
+    k: usize,
+    working_set: usize,
+    mut seed: u64,
+    x: Vec<f32>,
+    mut out: Vec<f32>,
+) -> Bench<'a> {
+    let bytes = n * k / 2 + n * k / 32;
+    let copies = match working_set {
+        0 => 1,
+        _ => working_set.div_ceil(bytes).max(MIN_EXPERTS),
+    };
+    let w: Rc<Vec<mxfp4_gemm::Packed>> = Rc::new(
+        (0..copies)
+            .map(|_| {
+                let w = noise(&mut seed, n * k / 2);
+                let s: Vec<u8> = noise(&mut seed, n * k / 32).into_iter().map(|b| 118 + b % 8).collect();
+                mxfp4_gemm::Packed::new(&w, &s, n, k).expect("specs keep packed rows where this CPU packs")
+            })
+            .collect(),
+    );
+    let cw = Rc::clone(&w);
+    Bench {
+        name,
+        shape,
+        rows,
+        bytes,
+        flops: 2.0 * (rows * n * k) as f64,
+        copies,
+        call: Box::new(move |i, l| mxfp4_gemm::mxfp4_gemm_packed(&x, &cw[i], &mut out, l, Faults::NONE)),
+        read: Box::new(move |i, t| paired_read(&w[i].parts(), t)),
+    }
+}
+
+/// (name, n, k, rows) of every benchmark this CPU runs; names with `cached` keep one copy of their weights, small enough for L2; `packed` rows hold MXFP4 weights in 16-row groups.
 fn specs() -> Vec<(&'static str, usize, usize, usize)> {
-    vec![
+    let mut all = vec![
         ("fp8 gemv cached", 1024, 512, 1),
         ("fp8 gemv wq_b", 32768, 1024, 1),
         ("fp8 gemv wo_b", 4096, 8192, 1),
@@ -243,12 +285,19 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("mxfp4 gemv expert w2", 4096, 2048, 1),
         ("mxfp4 gemv w1 spread", 2048, 4096, 1),
         ("mxfp4 gemm expert w1", 2048, 4096, 64),
+        ("mxfp4 gemv packed cached", 256, 4096, 1),
+        ("mxfp4 gemv packed w1", 2048, 4096, 1),
+        ("mxfp4 gemv packed w2", 4096, 2048, 1),
+        ("mxfp4 gemv packed spread", 2048, 4096, 1),
+        ("mxfp4 gemm packed w1", 2048, 4096, 64),
         ("bf16 gemv head", 129_280, 4096, 1),
         ("bf16 gemm router", 256, 4096, 64),
         ("grouped_proj wo_a", 8 * 1024, 4096, 1),
         ("dequant_gemm wo_a", 8 * 1024, 4096, 1),
         ("dequant_gemm wo_a prompt", 8 * 1024, 4096, 64),
-    ]
+    ];
+    all.retain(|s| !s.0.contains("packed") || mxfp4_gemm::packs());
+    all
 }
 
 fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_set: usize, huge: bool) -> Bench<'a> {
@@ -289,6 +338,10 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
     }
     if name.starts_with("mxfp4") {
         let scales = n * k / 32;
+        #[cfg(target_arch = "x86_64")]
+        if name.contains("packed") {
+            return packed(name, shape, rows, n, k, working_set, seed, x, out);
+        }
         let bytes = n * k / 2 + scales;
         // At least 64 experts' weights, so a decode step's experts come from memory as they would in the model.
         let copies = if working_set == 0 {

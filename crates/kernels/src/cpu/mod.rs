@@ -125,6 +125,8 @@ pub struct CpuLaunch {
     pub split_min: usize,
     /// The path of one-row GEMVs where it is not `simd` (every path gives the same bits).
     pub gemv_simd: Option<SimdPath>,
+    /// MXFP4 weights held in 16-row groups (`mxfp4_gemm::Packed`), the same bits; other kernels ignore it.
+    pub mxfp4_packed: bool,
 }
 
 impl CpuLaunch {
@@ -136,6 +138,7 @@ impl CpuLaunch {
             tile_rows: usize::MAX,
             split_min: 0,
             gemv_simd: SimdPath::gemv_default(),
+            mxfp4_packed: false,
         }
     }
 
@@ -185,6 +188,7 @@ impl CpuLaunch {
                         tile_rows,
                         split_min: 0,
                         gemv_simd: None,
+                        mxfp4_packed: false,
                     });
                 }
             }
@@ -201,9 +205,12 @@ impl fmt::Display for CpuLaunch {
             self.tile_rows.to_string()
         };
         write!(f, "threads={} simd={} tile={}", self.threads, self.simd, tile)?;
-        match self.gemv_simd {
-            Some(g) => write!(f, " gemv={g}"),
-            None => Ok(()),
+        if let Some(g) = self.gemv_simd {
+            write!(f, " gemv={g}")?;
+        }
+        match self.mxfp4_packed {
+            true => write!(f, " mxfp4=packed"),
+            false => Ok(()),
         }
     }
 }

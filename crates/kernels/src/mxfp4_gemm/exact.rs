@@ -15,11 +15,19 @@ const MAX_A: i32 = 448 * 512;
 
 /// One chunk's activations as s8 digit planes: element 2b (lo) and 2b + 1 (hi) of the chunk in byte b.
 #[repr(C, align(64))]
-struct ChunkPlanes {
+pub(super) struct ChunkPlanes {
     /// Digit p of the lo elements in plane 2p, of the hi elements in plane 2p + 1; A = d0 + 256 d1 + 65536 d2.
     digits: [[i8; 64]; 6],
     /// Lane l: -12 times the sum of its eight A, digit 0's chain start (the weights enter as W + 12, unsigned).
-    init: [i32; 16],
+    pub(super) init: [i32; 16],
+}
+
+impl ChunkPlanes {
+    /// Word l of digit plane `plane`: the digits of the lane's four lo (even plane) or hi (odd plane) elements.
+    pub(super) fn word(&self, plane: usize, l: usize) -> i32 {
+        // SAFETY: bytes 4l..4l + 4 of a 64-byte plane (l < 16).
+        unsafe { (self.digits[plane].as_ptr().add(4 * l) as *const i32).read_unaligned() }
+    }
 }
 
 /// Largest |A >> s| of a two-digit chunk: A + 0x8080 stays within two bytes, so the third digit is 0.
@@ -27,12 +35,12 @@ const MAX_TWO: u32 = 0x7F7F;
 
 /// Byte planes of one activation row, and per chunk whether all of its (bf16) activations are on the 2^-9 grid within +-448, as e4m3 values are.
 pub(super) struct Planes {
-    chunks: Vec<ChunkPlanes>,
+    pub(super) chunks: Vec<ChunkPlanes>,
     /// 2^(s-10) per chunk: the value of one unit of its integer sums (s the two-digit shift, else 0).
-    units: Vec<f32>,
-    exact: Vec<bool>,
+    pub(super) units: Vec<f32>,
+    pub(super) exact: Vec<bool>,
     /// Exact chunks whose digits of A >> s fit two planes (every A a multiple of 2^s, the largest within `MAX_TWO << s`).
-    two: Vec<bool>,
+    pub(super) two: Vec<bool>,
 }
 
 impl Planes {

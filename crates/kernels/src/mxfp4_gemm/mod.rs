@@ -11,6 +11,8 @@ mod exact2;
 #[cfg(target_arch = "x86_64")]
 mod gemv;
 mod grouped;
+#[cfg(target_arch = "x86_64")]
+mod packed;
 mod slots;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod testdata;
@@ -21,12 +23,16 @@ pub use cpu::{BLOCK, mxfp4_gemm, one_row_path};
 pub use cuda::{
     GROUP_ROWS, mxfp4_gemm_cuda, mxfp4_gemm_grouped_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda,
 };
+#[cfg(target_arch = "x86_64")]
+pub use packed::{Packed, mxfp4_gemm_packed, packs};
+
+use std::sync::OnceLock;
 
 use tensorfold_formats::e2m1;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::SimdPath;
+use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 use crate::gemm::act::ACT_BLOCK;
@@ -35,14 +41,21 @@ use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scal
 pub struct Mxfp4Gemm;
 
 const CONTROLS: [&str; 4] = ["swap_nibbles", "lost_act_scale", "order_by_tile", "skip_last_column"];
-/// The BF16 path's own control runs only where that path does.
-const CONTROLS_BF16: [&str; 5] = [
-    "swap_nibbles",
-    "lost_act_scale",
-    "order_by_tile",
-    "skip_last_column",
-    "bf16_pair_swap",
-];
+/// Whether this CPU runs a path.
+type Runs = fn() -> bool;
+/// The BF16 path's and the packed layout's own controls run only where those paths do.
+const CONTROLS_OWN: [(&str, Runs); 2] = [("bf16_pair_swap", has_bf16), ("packed_row_swap", packs)];
+
+/// Whether this CPU runs the BF16 path.
+fn has_bf16() -> bool {
+    SimdPath::available().contains(&SimdPath::Avx512Bf16)
+}
+
+/// Whether this CPU runs the packed layout's kernel.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn packs() -> bool {
+    false
+}
 
 impl Kernel for Mxfp4Gemm {
     fn name(&self) -> &'static str {
@@ -78,6 +91,11 @@ impl Kernel for Mxfp4Gemm {
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
         // Scales 2^-3..2^3 (`scale_lift` 8 above the usual 2^-8 centre); scales 22 steps apart in one 128-block (`scale_spread` 11), whose smallest enter CUDA's f16 weights as subnormals.
         .chain([Case::new(40, &[("n", 200), ("k", 256), ("scale_lift", 8)])])
+        // Whole 16-row groups and 128-chunks, so the packed records pack: one group, and three groups with scales 22 steps apart.
+        .chain(
+            [(1, 16, 128, 3), (17, 48, 384, 11)]
+                .map(|(rows, n, k, spread)| Case::new(rows, &[("n", n), ("k", k), ("scale_spread", spread)])),
+        )
         .chain(
             [(24, 136, 512), (5, 40, 512)]
                 .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k), ("scale_spread", 11)])),
@@ -145,8 +163,21 @@ impl Kernel for Mxfp4Gemm {
         vec![y]
     }
 
+    /// The CPU records once more with the weights packed, where this CPU runs that kernel.
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::records(backend, self.cuda())
+        let mut out = crate::contract::records(backend, self.cuda());
+        if backend == Backend::Cpu && packs() {
+            let best = SimdPath::best();
+            let packed = out.iter().filter_map(|l| match l {
+                Launch::Cpu(c) if c.simd == best => Some(Launch::Cpu(CpuLaunch {
+                    mxfp4_packed: true,
+                    ..*c
+                })),
+                _ => None,
+            });
+            out.extend(packed.collect::<Vec<_>>());
+        }
+        out
     }
 
     fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
@@ -154,17 +185,22 @@ impl Kernel for Mxfp4Gemm {
     }
 
     fn controls(&self) -> &'static [&'static str] {
-        if SimdPath::available().contains(&SimdPath::Avx512Bf16) {
-            &CONTROLS_BF16
-        } else {
-            &CONTROLS[..]
-        }
+        static ON: OnceLock<Vec<&'static str>> = OnceLock::new();
+        ON.get_or_init(|| {
+            let own = CONTROLS_OWN.iter().filter(|(_, runs)| runs()).map(|(name, _)| *name);
+            CONTROLS.iter().copied().chain(own).collect()
+        })
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
         let (n, k) = (case.get("n"), case.get("k"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         match launch {
+            #[cfg(target_arch = "x86_64")]
+            Launch::Cpu(l) if l.mxfp4_packed => match Packed::planted(w, s, n, k, faults) {
+                Some(p) => mxfp4_gemm_packed(x, &p, out[0].f32(), l, faults),
+                None => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
+            },
             Launch::Cpu(l) => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
             Launch::Cuda(c) if slots::marked(case) && case.rows <= DECODE_ROWS => {
                 slots::run(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}"))

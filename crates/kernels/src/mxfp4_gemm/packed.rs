@@ -1,0 +1,457 @@
+//! MXFP4 weights packed for the one-row GEMV: one vector holds the same 32-bit word of 16 rows, so VPDPBUSD sums a block per row with no lane reduction.
+
+use std::arch::x86_64::*;
+use std::array::from_fn;
+
+use super::cpu::{BLOCK, CHUNK, LAYOUT};
+use super::exact::{Planes, WEIGHT_TABLE, available, planes};
+use super::x86::{CHUNK_BYTES, act16};
+use crate::cpu::CpuLaunch;
+use crate::faults::Faults;
+use crate::gemm::act::Fp8Rows;
+use crate::gemm::{GROUP, par_columns};
+use tensorfold_formats::e2m1;
+
+/// Bytes ahead that each vector load asks L1 for, and (second) L2.
+const AHEAD: (usize, usize) = (1024, 16384);
+
+/// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
+const SWEEP_ROWS: usize = 64;
+
+/// Rows a packed group holds side by side.
+pub const ROWS: usize = 16;
+
+/// An MXFP4 weight [n, k] packed by groups of 16 rows: word l of chunk c of row 16g + r at word (g, c, l, r); scale codes of chunk c's four blocks as word (g, c, r).
+pub struct Packed {
+    bytes: Vec<u8>,
+    codes: Vec<u8>,
+    n: usize,
+    k: usize,
+    /// No scale code is 0 or 255, so `code << 23` is each scale.
+    plain: bool,
+}
+
+impl Packed {
+    /// `w` [n, k/2] with scales [n, k/32] packed, where this CPU runs the packed kernel, n is a multiple of 16 and k of 128.
+    pub fn new(w: &[u8], w_scale: &[u8], n: usize, k: usize) -> Option<Packed> {
+        Packed::planted(w, w_scale, n, k, Faults::NONE)
+    }
+
+    /// `new`; the control `packed_row_swap` packs rows 0 and 1 of every group in each other's place.
+    pub fn planted(w: &[u8], w_scale: &[u8], n: usize, k: usize, faults: Faults) -> Option<Packed> {
+        if !available() || n == 0 || !n.is_multiple_of(ROWS) || k == 0 || !k.is_multiple_of(CHUNK) {
+            return None;
+        }
+        let swap = faults.on("packed_row_swap");
+        let row = |r: usize| if swap && r < 2 { 1 - r } else { r };
+        let (row_bytes, blocks) = (k / 2, k / BLOCK);
+        assert!(
+            w.len() == n * row_bytes && w_scale.len() == n * blocks,
+            "packed: weight [{n}, {k}] sizes"
+        );
+        let mut bytes = vec![0u8; w.len()];
+        let mut codes = vec![0u8; w_scale.len()];
+        for (g, group) in bytes.chunks_exact_mut(ROWS * row_bytes).enumerate() {
+            for (at, word) in group.chunks_exact_mut(4).enumerate() {
+                let (c, l, r) = (at / (GROUP * ROWS), at / ROWS % GROUP, at % ROWS);
+                let from = (ROWS * g + row(r)) * row_bytes + (GROUP * c + l) * 4;
+                word.copy_from_slice(&w[from..][..4]);
+            }
+            for (at, code) in codes[g * ROWS * blocks..][..ROWS * blocks].iter_mut().enumerate() {
+                let (c, r, b) = (at / (4 * ROWS), at / 4 % ROWS, at % 4);
+                *code = w_scale[(ROWS * g + r) * blocks + 4 * c + b];
+            }
+        }
+        let plain = codes.iter().all(|&c| c != 0 && c != 255);
+        Some(Packed {
+            bytes,
+            codes,
+            n,
+            k,
+            plain,
+        })
+    }
+
+    /// Rows of the weight.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Columns of the weight (values per row).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The packed weight bytes and scale codes.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        [&self.bytes, &self.codes]
+    }
+}
+
+/// Whether this CPU runs the packed kernel (AVX-512 with VBMI and VNNI): where it does not, `Packed::new` gives `None`.
+pub fn packs() -> bool {
+    available()
+}
+
+/// `mxfp4_gemm` against packed weights: `out[r, n]` with the same bits, threads splitting whole groups of rows.
+pub fn mxfp4_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
+    let (n, k) = (p.n, p.k);
+    assert_eq!(x.len() % k, 0, "mxfp4_gemm: activations are not whole rows of {k}");
+    let rows = x.len() / k;
+    assert_eq!(out.len(), rows * n, "mxfp4_gemm: output is not [{rows}, {n}]");
+    let act = Fp8Rows::quantise(x, k, LAYOUT);
+    let chunks = k / CHUNK;
+    // SAFETY: a `Packed` exists only where `available` holds.
+    let planes: Vec<Planes> = (0..rows).map(|r| unsafe { planes(act.row(r), chunks) }).collect();
+    let ones = vec![1f32; chunks];
+    let lost_act_scale = faults.on("lost_act_scale");
+    let sweep = launch.tile_rows.clamp(1, SWEEP_ROWS);
+    let threads = launch.split_threads(rows * n * (k / BLOCK) * 8);
+    let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
+    par_columns(out, rows, n, threads, ROWS, |cols, view| {
+        let width = cols.len();
+        for t0 in (0..rows).step_by(sweep) {
+            for g in cols.clone().step_by(ROWS) {
+                for r in t0..(t0 + sweep).min(rows) {
+                    let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+                    let dst = &mut view[r * width + g - cols.start..][..ROWS];
+                    // SAFETY: as above; group g / 16 lies inside the weight, the activations hold whole chunks.
+                    unsafe { group_into(act.row(r), sa, &planes[r], p, g / ROWS, dst) };
+                }
+            }
+        }
+    });
+    if faults.on("skip_last_column") {
+        for (r, v) in keep.into_iter().enumerate() {
+            out[r * n + n - 1] = v;
+        }
+    }
+}
+
+/// The 16 outputs of group `g` into `dst`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+unsafe fn group_into(a: &[u16], sa: &[f32], planes: &Planes, p: &Packed, g: usize, dst: &mut [f32]) {
+    let chunks = p.k / CHUNK;
+    assert!(sa.len() >= chunks && a.len() >= p.k && (g + 1) * ROWS <= p.n && dst.len() == ROWS);
+    let (w, codes) = (&p.bytes[g * ROWS * p.k / 2..], &p.codes[g * ROWS * p.k / BLOCK..]);
+    // SAFETY: the group's bytes and codes lie inside the weight (asserted above).
+    let v = unsafe { group(a, sa, planes, w.as_ptr(), codes.as_ptr(), chunks, p.plain) };
+    // SAFETY: 16 floats.
+    unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), v) };
+}
+
+/// The 16 outputs of one group: block by block `acc = fma(inner, sa * sw, acc)`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+unsafe fn group(
+    a: &[u16],
+    sa: &[f32],
+    planes: &Planes,
+    w: *const u8,
+    codes: *const u8,
+    chunks: usize,
+    plain: bool,
+) -> __m512 {
+    // SAFETY: 64 bytes; 16 floats.
+    let (tw, t) = unsafe {
+        (
+            _mm512_loadu_si512(WEIGHT_TABLE.as_ptr() as *const __m512i),
+            _mm512_loadu_ps(e2m1::TABLE.as_ptr()),
+        )
+    };
+    let mut acc = _mm512_setzero_ps();
+    for (c, &sa) in sa.iter().enumerate().take(chunks) {
+        // SAFETY: chunk c of the group: 16 vectors of 64 bytes.
+        let base = unsafe { w.add(c * GROUP * CHUNK_BYTES) };
+        let mut inner = [_mm512_setzero_ps(); 4];
+        // Loops and functions, not closures: a closure's body may be left out of line, without this function's features.
+        if planes.exact[c] {
+            let pc = &planes.chunks[c];
+            let unit = _mm512_set1_ps(planes.units[c]);
+            if planes.two[c] {
+                for (b, inner) in inner.iter_mut().enumerate() {
+                    let start: i32 = pc.init[4 * b..][..4].iter().sum();
+                    // SAFETY: the block's four words lie in the chunk.
+                    let sum = unsafe { two_digit_block(pc, b, start, base, tw) };
+                    *inner = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), unit);
+                }
+            } else {
+                for (b, inner) in inner.iter_mut().enumerate() {
+                    let mut l = [_mm512_setzero_ps(); 4];
+                    for (i, l) in l.iter_mut().enumerate() {
+                        // SAFETY: as above.
+                        let d = unsafe { word(base, 4 * b + i) };
+                        *l = _mm512_cvtepi32_ps(three_digit_lane(pc, 4 * b + i, d, tw));
+                    }
+                    *inner = _mm512_mul_ps(
+                        _mm512_add_ps(_mm512_add_ps(l[0], l[2]), _mm512_add_ps(l[1], l[3])),
+                        unit,
+                    );
+                }
+            }
+        } else {
+            // SAFETY: chunk c lies inside the activation row (asserted by the caller).
+            let av = unsafe { act16(a.as_ptr().add(c * CHUNK)) };
+            let mut x = [[0f32; 16]; 8];
+            for (x, v) in x.iter_mut().zip(av) {
+                // SAFETY: 16 floats.
+                unsafe { _mm512_storeu_ps(x.as_mut_ptr(), v) };
+            }
+            for (b, inner) in inner.iter_mut().enumerate() {
+                let mut l = [_mm512_setzero_ps(); 4];
+                for (i, l) in l.iter_mut().enumerate() {
+                    // SAFETY: as above.
+                    let d = unsafe { word(base, 4 * b + i) };
+                    *l = fma_lane(&x, 4 * b + i, d, t);
+                }
+                *inner = _mm512_add_ps(_mm512_add_ps(l[0], l[2]), _mm512_add_ps(l[1], l[3]));
+            }
+        }
+        // SAFETY: 64 bytes of codes a chunk.
+        let cw = unsafe { _mm512_loadu_si512(codes.add(c * 64) as *const __m512i) };
+        let sw = if plain { plain_scales(cw) } else { exact_scales(cw) };
+        let s = _mm512_set1_ps(sa);
+        for (inner, sw) in inner.iter().zip(sw) {
+            acc = _mm512_fmadd_ps(*inner, _mm512_mul_ps(s, sw), acc);
+        }
+    }
+    acc
+}
+
+/// Word l of a chunk's 16 rows at `base`, the lines `AHEAD` bytes on asked of L1 and L2.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn word(base: *const u8, l: usize) -> __m512i {
+    // A prefetch never faults.
+    _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * l + AHEAD.0) as *const i8);
+    _mm_prefetch::<_MM_HINT_T1>(base.wrapping_add(64 * l + AHEAD.1) as *const i8);
+    // SAFETY: the caller's chunk holds word l of 16 rows.
+    unsafe { _mm512_loadu_si512(base.add(64 * l) as *const __m512i) }
+}
+
+/// Block b's exact integer sum per row over its four words, digits 0 and 1; `start` is the block's -12 * sum A.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+unsafe fn two_digit_block(
+    pc: &super::exact::ChunkPlanes,
+    b: usize,
+    start: i32,
+    base: *const u8,
+    tw: __m512i,
+) -> __m512i {
+    let mut t0 = [_mm512_set1_epi32(start), _mm512_setzero_si512()];
+    let mut t1 = [_mm512_setzero_si512(); 2];
+    for l in 4 * b..4 * b + 4 {
+        // SAFETY: the caller's chunk holds the block's words.
+        let d = unsafe { word(base, l) };
+        let w = [
+            _mm512_permutexvar_epi8(d, tw),
+            _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), tw),
+        ];
+        for h in 0..2 {
+            t0[h] = _mm512_dpbusd_epi32(t0[h], w[h], _mm512_set1_epi32(pc.word(h, l)));
+            t1[h] = _mm512_dpbusd_epi32(t1[h], w[h], _mm512_set1_epi32(pc.word(2 + h, l)));
+        }
+    }
+    _mm512_add_epi32(
+        _mm512_add_epi32(t0[0], t0[1]),
+        _mm512_slli_epi32::<8>(_mm512_add_epi32(t1[0], t1[1])),
+    )
+}
+
+/// Lane l's exact integer sum per row over three digits.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+fn three_digit_lane(pc: &super::exact::ChunkPlanes, l: usize, d: __m512i, tw: __m512i) -> __m512i {
+    let w = [
+        _mm512_permutexvar_epi8(d, tw),
+        _mm512_permutexvar_epi8(_mm512_srli_epi16::<4>(d), tw),
+    ];
+    let t: [__m512i; 3] = from_fn(|p| {
+        let start = match p {
+            0 => _mm512_set1_epi32(pc.init[l]),
+            _ => _mm512_setzero_si512(),
+        };
+        let s = _mm512_dpbusd_epi32(start, w[0], _mm512_set1_epi32(pc.word(2 * p, l)));
+        _mm512_dpbusd_epi32(s, w[1], _mm512_set1_epi32(pc.word(2 * p + 1, l)))
+    });
+    _mm512_add_epi32(
+        _mm512_add_epi32(t[0], _mm512_slli_epi32::<8>(t[1])),
+        _mm512_slli_epi32::<16>(t[2]),
+    )
+}
+
+/// Lane l per row by FMA in element order, as `group_fma`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn fma_lane(x: &[[f32; 16]; 8], l: usize, d: __m512i, t: __m512) -> __m512 {
+    let mut acc = _mm512_setzero_ps();
+    for (q, x) in x.iter().enumerate() {
+        let idx = _mm512_srlv_epi32(d, _mm512_set1_epi32(4 * q as i32));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(x[l]), _mm512_permutexvar_ps(idx, t), acc);
+    }
+    acc
+}
+
+/// Byte b of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn plain_scales(v: __m512i) -> [__m512; 4] {
+    let exponent = _mm512_set1_epi32(0x7F80_0000);
+    [
+        _mm512_slli_epi32::<23>(v),
+        _mm512_slli_epi32::<15>(v),
+        _mm512_slli_epi32::<7>(v),
+        _mm512_srli_epi32::<1>(v),
+    ]
+    .map(|bits| _mm512_castsi512_ps(_mm512_and_si512(bits, exponent)))
+}
+
+/// Byte b of each word of `v` decoded as `e8m0::decode` (0 is 2^-127, 255 NaN).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn exact_scales(v: __m512i) -> [__m512; 4] {
+    from_fn(|b| {
+        let c = _mm512_and_si512(
+            _mm512_srlv_epi32(v, _mm512_set1_epi32(8 * b as i32)),
+            _mm512_set1_epi32(0xFF),
+        );
+        let bits = _mm512_max_epi32(_mm512_slli_epi32::<23>(c), _mm512_set1_epi32(0x0040_0000));
+        let nan = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(0xFF));
+        _mm512_castsi512_ps(_mm512_mask_mov_epi32(bits, nan, _mm512_set1_epi32(0x7FC0_0000)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::rng::Rng;
+    use crate::cpu::SimdPath;
+    use crate::gemm::reference::{activations, scale_codes_within};
+    use crate::mxfp4_gemm::mxfp4_gemm;
+
+    /// Inputs of `rows` x [n, k]: activations as the contract draws them (value 200 of each row NaN where `nan`), random codes, scales across +-`spread` binades (every code where `spread` is 0).
+    fn inputs(rows: usize, n: usize, k: usize, seed: u64, spread: u64, nan: bool) -> (Vec<f32>, Vec<u8>, Vec<u8>) {
+        let mut rng = Rng::new(seed, 0);
+        let mut x = activations(&mut rng, rows, k);
+        if nan {
+            x.iter_mut().skip(200).step_by(k).for_each(|v| *v = f32::NAN);
+        }
+        let w: Vec<u8> = (0..n * k / 2).map(|_| rng.below(256) as u8).collect();
+        let s = match spread {
+            0 => (0..n * k / BLOCK)
+                .map(|i| [0, 255][i % 2].max(rng.below(256) as u8 * u8::from(i % 7 != 0)))
+                .collect(),
+            _ => scale_codes_within(&mut rng, n * k / BLOCK, -8, spread),
+        };
+        (x, w, s)
+    }
+
+    /// Bits of `mxfp4_gemm` on the row layout and on the packed one, under `launch`.
+    fn both(x: &[f32], w: &[u8], s: &[u8], n: usize, k: usize, launch: &CpuLaunch) -> (Vec<u32>, Vec<u32>) {
+        let rows = x.len() / k;
+        let p = Packed::new(w, s, n, k).expect("a packable shape");
+        let (mut got, mut want) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
+        mxfp4_gemm_packed(x, &p, &mut got, launch, Faults::NONE);
+        mxfp4_gemm(x, w, s, n, k, &mut want, launch, Faults::NONE);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect();
+        (bits(&got), bits(&want))
+    }
+
+    #[test]
+    fn packed_weights_give_the_row_layouts_bits() {
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX-512 VBMI or VNNI, which the packed kernel needs");
+            return;
+        }
+        let launches = [
+            CpuLaunch::serial().only(SimdPath::Avx512),
+            CpuLaunch {
+                threads: 2,
+                tile_rows: 1,
+                ..CpuLaunch::serial()
+            },
+        ];
+        // (rows, n, k, spread, nan): one row and several; every scale code, 0 (2^-127) and 255 (NaN) among them; a NaN activation.
+        let cases = [
+            (1, 48, 1024, 3, false),
+            (5, 32, 384, 3, false),
+            (1, 64, 256, 0, false),
+            (3, 16, 512, 2, true),
+        ];
+        for (seed, &(rows, n, k, spread, nan)) in cases.iter().enumerate() {
+            let (x, w, s) = inputs(rows, n, k, seed as u64 + 1, spread, nan);
+            for launch in &launches {
+                let (got, want) = both(&x, &w, &s, n, k, launch);
+                assert_eq!(got, want, "rows {rows} [{n}, {k}] spread {spread} nan {nan}, {launch}");
+            }
+        }
+    }
+
+    #[test]
+    fn packed_weights_take_every_lane_path() {
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX-512 VBMI or VNNI, which the packed kernel needs");
+            return;
+        }
+        let k = 1024;
+        let (x, w, s) = inputs(1, 16, k, 9, 3, true);
+        let act = Fp8Rows::quantise(&x, k, LAYOUT);
+        // SAFETY: checked available above.
+        let p = unsafe { planes(act.row(0), k / CHUNK) };
+        let two = (0..k / CHUNK).filter(|&c| p.exact[c] && p.two[c]).count();
+        let three = (0..k / CHUNK).filter(|&c| p.exact[c] && !p.two[c]).count();
+        assert!(
+            two > 0 && three > 0 && p.exact_chunks() < k / CHUNK,
+            "two {two}, three {three}, exact {}",
+            p.exact_chunks()
+        );
+        let (got, want) = both(&x, &w, &s, 16, k, &CpuLaunch::serial());
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn activations_off_the_e4m3_grid_take_the_fma_lanes() {
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX-512 VBMI or VNNI, which the packed kernel needs");
+            return;
+        }
+        use crate::gemm::PAIRS;
+        use crate::mxfp4_gemm::testdata::layout;
+        use crate::mxfp4_gemm::x86::rows_avx512;
+        let k = 512;
+        let mut rng = Rng::new(4, 0);
+        // bf16 values of 8 significant bits over 24 binades: not e4m3 values (no chunk is exact), and sums that round.
+        let values: Vec<f32> = (0..k)
+            .map(|_| 1.0078125 * rng.normal() * 2f32.powi(rng.below(24) as i32 - 12))
+            .collect();
+        let a = layout(&values);
+        let (w, s) = (
+            (0..ROWS * k / 2).map(|_| rng.below(256) as u8).collect::<Vec<u8>>(),
+            scale_codes_within(&mut rng, ROWS * k / BLOCK, -2, 3),
+        );
+        let sa: Vec<f32> = (0..k / CHUNK).map(|c| 0.75 * (c + 1) as f32).collect();
+        let p = Packed::new(&w, &s, ROWS, k).expect("one group");
+        let mut got = [0f32; ROWS];
+        // SAFETY: checked available above.
+        let pl = unsafe { planes(&a, k / CHUNK) };
+        assert_eq!(pl.exact_chunks(), 0, "every chunk off the grid");
+        unsafe { group_into(&a, &sa, &pl, &p, 0, &mut got) };
+        let swt: Vec<f32> = (0..k / BLOCK * GROUP)
+            .map(|i| tensorfold_formats::e8m0::TABLE[s[(i % GROUP) * (k / BLOCK) + i / GROUP] as usize])
+            .collect();
+        let rows: Vec<&[u8]> = w.chunks(k / 2).collect();
+        // SAFETY: as above; rows of k/2 bytes, activations whole chunks.
+        let want: [f32; PAIRS] = unsafe { rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, None) };
+        assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits));
+    }
+
+    #[test]
+    fn unpackable_shapes_are_refused() {
+        let (w, s) = (vec![0u8; 24 * 128 / 2], vec![127u8; 24 * 128 / BLOCK]);
+        assert!(Packed::new(&w, &s, 24, 128).is_none(), "24 rows are not whole groups");
+        let (w, s) = (vec![0u8; 16 * 96 / 2], vec![127u8; 16 * 96 / BLOCK]);
+        assert!(Packed::new(&w, &s, 16, 96).is_none(), "96 values are not whole chunks");
+    }
+}
