@@ -52,7 +52,7 @@ fn launches() -> Vec<CpuLaunch> {
                     tile_rows,
                     split_min: 0,
                     gemv_simd: None,
-                    mxfp4_packed: false,
+                    packed: false,
                 });
             }
         }

@@ -61,7 +61,7 @@ fn chunking_neighbours_and_threads_do_not_change_bits() {
         tile_rows: 8,
         split_min: 0,
         gemv_simd: None,
-        mxfp4_packed: false,
+        packed: false,
     };
     assert!(
         run(&m, &tokens, 64, Some(&neighbour), two) == whole,

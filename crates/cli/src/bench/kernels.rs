@@ -121,7 +121,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
                 tile_rows: usize::MAX,
                 split_min: 0,
                 gemv_simd,
-                mxfp4_packed: false,
+                packed: false,
             };
             let copies = bench.copies;
             let mut passes = vec![yardstick.pass(2)];
@@ -231,6 +231,14 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether this CPU runs the packed FP8 kernel.
+fn fp8_packs() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return fp8_gemm::packs();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// An MXFP4 benchmark on weights packed in 16-row groups, as `build`'s MXFP4 rows otherwise.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
@@ -280,6 +288,11 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("fp8 gemv wo_b", 4096, 8192, 1),
         ("fp8 gemv shared w1", 2048, 4096, 1),
         ("fp8 gemm shared w1", 2048, 4096, 64),
+        ("fp8 gemv packed cached", 1024, 512, 1),
+        ("fp8 gemv packed wq_b", 32768, 1024, 1),
+        ("fp8 gemv packed wo_b", 4096, 8192, 1),
+        ("fp8 gemv packed w1", 2048, 4096, 1),
+        ("fp8 gemm packed w1", 2048, 4096, 64),
         ("mxfp4 gemv cached", 256, 4096, 1),
         ("mxfp4 gemv expert w1", 2048, 4096, 1),
         ("mxfp4 gemv expert w2", 4096, 2048, 1),
@@ -296,7 +309,14 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("dequant_gemm wo_a", 8 * 1024, 4096, 1),
         ("dequant_gemm wo_a prompt", 8 * 1024, 4096, 64),
     ];
-    all.retain(|s| !s.0.contains("packed") || mxfp4_gemm::packs());
+    all.retain(|s| {
+        !s.0.contains("packed")
+            || if s.0.starts_with("fp8") {
+                fp8_packs()
+            } else {
+                mxfp4_gemm::packs()
+            }
+    });
     all
 }
 
@@ -322,6 +342,26 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
         let scales = n.div_ceil(128) * k.div_ceil(128);
         let bytes = n * k + scales;
         let copies = working_set.div_ceil(bytes).max(1);
+        #[cfg(target_arch = "x86_64")]
+        if name.contains("packed") {
+            let w: Rc<Vec<fp8_gemm::Packed>> = Rc::new(
+                (0..copies)
+                    .map(|_| fp8_gemm::Packed::new(&fp8_codes(&mut seed, n * k), &vec![115u8; scales], n, k))
+                    .map(|p| p.expect("specs keep packed rows where this CPU packs"))
+                    .collect(),
+            );
+            let cw = Rc::clone(&w);
+            return Bench {
+                name,
+                shape,
+                rows,
+                bytes,
+                flops,
+                copies,
+                call: Box::new(move |i, l| fp8_gemm::fp8_gemm_packed(&x, &cw[i], &mut out, l, Faults::NONE)),
+                read: Box::new(move |i, t| paired_read(&w[i].parts(), t)),
+            };
+        }
         let w: Rc<Vec<Weights>> = Rc::new((0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect());
         let s = Rc::new(vec![115u8; scales]);
         let (cw, cs) = (Rc::clone(&w), Rc::clone(&s));

@@ -269,6 +269,23 @@ pub fn records(backend: Backend, cuda: Option<&CudaKernel>) -> Vec<Launch> {
     }
 }
 
+/// `records`, and on the CPU, where this CPU runs the kernel's packed weights (`packs`), the best path's records once more with `packed` set.
+pub fn records_packed(backend: Backend, cuda: Option<&CudaKernel>, packs: bool) -> Vec<Launch> {
+    let mut out = records(backend, cuda);
+    if backend == Backend::Cpu && packs {
+        let best = crate::cpu::SimdPath::best();
+        let again: Vec<Launch> = out
+            .iter()
+            .filter_map(|l| match l {
+                Launch::Cpu(c) if c.simd == best => Some(Launch::Cpu(CpuLaunch { packed: true, ..*c })),
+                _ => None,
+            })
+            .collect();
+        out.extend(again);
+    }
+    out
+}
+
 /// What the contract knows about one kernel.
 pub trait Kernel: Sync {
     /// The name used in the folder, registry, CUDA symbol and report.

@@ -125,8 +125,8 @@ pub struct CpuLaunch {
     pub split_min: usize,
     /// The path of one-row GEMVs where it is not `simd` (every path gives the same bits).
     pub gemv_simd: Option<SimdPath>,
-    /// MXFP4 weights held in 16-row groups (`mxfp4_gemm::Packed`), the same bits; other kernels ignore it.
-    pub mxfp4_packed: bool,
+    /// MXFP4 and FP8 weights held in 16-row groups (`mxfp4_gemm::Packed`, `fp8_gemm::Packed`), the same bits; other kernels ignore it.
+    pub packed: bool,
 }
 
 impl CpuLaunch {
@@ -138,7 +138,7 @@ impl CpuLaunch {
             tile_rows: usize::MAX,
             split_min: 0,
             gemv_simd: SimdPath::gemv_default(),
-            mxfp4_packed: false,
+            packed: false,
         }
     }
 
@@ -188,7 +188,7 @@ impl CpuLaunch {
                         tile_rows,
                         split_min: 0,
                         gemv_simd: None,
-                        mxfp4_packed: false,
+                        packed: false,
                     });
                 }
             }
@@ -208,8 +208,8 @@ impl fmt::Display for CpuLaunch {
         if let Some(g) = self.gemv_simd {
             write!(f, " gemv={g}")?;
         }
-        match self.mxfp4_packed {
-            true => write!(f, " mxfp4=packed"),
+        match self.packed {
+            true => write!(f, " weights=packed"),
             false => Ok(()),
         }
     }

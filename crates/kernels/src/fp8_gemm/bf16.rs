@@ -85,7 +85,7 @@ impl Tables {
 /// 64 codes as two bf16 vectors: dword l of vector h holds codes 4l + 2h (high half) and 4l + 2h + 1 (low half).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-fn decode64(d: __m512i, t: &Tables) -> [__m512i; 2] {
+pub(super) fn decode64(d: __m512i, t: &Tables) -> [__m512i; 2] {
     let lo = _mm512_permutex2var_epi8(t.lo[0], d, t.lo[1]);
     let hi = _mm512_permutex2var_epi8(t.hi[0], d, t.hi[1]);
     // hi | (d & sign): the code's sign is the bf16's.

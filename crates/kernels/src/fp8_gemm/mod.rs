@@ -7,11 +7,17 @@ pub mod cuda;
 #[cfg(target_arch = "x86_64")]
 mod gemv;
 #[cfg(target_arch = "x86_64")]
+mod packed;
+#[cfg(target_arch = "x86_64")]
 mod x86;
 
 pub use cpu::{BLOCK, fp8_gemm, one_row_path};
 pub(crate) use cpu::{E4M3_BITS, Fp8Weights, LAYOUT};
 pub use cuda::{DECODE_ROWS, MAX_K, SMALL_ROWS, fp8_gemm_cuda, quant_blocks, rows_blocks};
+#[cfg(target_arch = "x86_64")]
+pub use packed::{Packed, fp8_gemm_packed, packs};
+
+use std::sync::OnceLock;
 
 use tensorfold_formats::e4m3;
 
@@ -24,14 +30,21 @@ use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, fp8_
 pub struct Fp8Gemm;
 
 const CONTROLS: [&str; 4] = ["lost_act_scale", "skip_last_column", "order_by_tile", "drop_tail_block"];
-/// The BF16 path's own control runs only where that path does.
-const CONTROLS_BF16: [&str; 5] = [
-    "lost_act_scale",
-    "skip_last_column",
-    "order_by_tile",
-    "drop_tail_block",
-    "bf16_subnormal_flush",
-];
+/// Whether this CPU runs a path.
+type Runs = fn() -> bool;
+/// The BF16 path's and the packed layout's own controls run only where those paths do.
+const CONTROLS_OWN: [(&str, Runs); 2] = [("bf16_subnormal_flush", has_bf16), ("packed_row_swap", packs)];
+
+/// Whether this CPU runs the BF16 path.
+fn has_bf16() -> bool {
+    SimdPath::available().contains(&SimdPath::Avx512Bf16)
+}
+
+/// Whether this CPU runs the packed layout's kernel.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn packs() -> bool {
+    false
+}
 
 impl Kernel for Fp8Gemm {
     fn name(&self) -> &'static str {
@@ -66,6 +79,9 @@ impl Kernel for Fp8Gemm {
             (4, 40, 4200),
             (1, 64, 8192),
             (20, 48, 8192),
+            // Whole 16-row groups and 128-blocks, so the packed records pack: one group, and 144 rows over two scale rows.
+            (1, 16, 128),
+            (17, 144, 384),
         ]
         .into_iter()
         .map(|(rows, n, k)| Case::new(rows, &[("n", n), ("k", k)]))
@@ -109,8 +125,9 @@ impl Kernel for Fp8Gemm {
         vec![y]
     }
 
+    /// The CPU records once more with the weights packed, where this CPU runs that kernel.
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::records(backend, self.cuda())
+        crate::contract::records_packed(backend, self.cuda(), packs())
     }
 
     fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
@@ -118,17 +135,22 @@ impl Kernel for Fp8Gemm {
     }
 
     fn controls(&self) -> &'static [&'static str] {
-        if SimdPath::available().contains(&SimdPath::Avx512Bf16) {
-            &CONTROLS_BF16
-        } else {
-            &CONTROLS[..]
-        }
+        static ON: OnceLock<Vec<&'static str>> = OnceLock::new();
+        ON.get_or_init(|| {
+            let own = CONTROLS_OWN.iter().filter(|(_, runs)| runs()).map(|(name, _)| *name);
+            CONTROLS.iter().copied().chain(own).collect()
+        })
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {
         let (n, k) = (case.get("n"), case.get("k"));
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         match launch {
+            #[cfg(target_arch = "x86_64")]
+            Launch::Cpu(l) if l.packed => match Packed::planted(w, s, n, k, faults) {
+                Some(p) => fp8_gemm_packed(x, &p, out[0].f32(), l, faults),
+                None => fp8_gemm(x, w, s, n, k, out[0].f32(), l, faults),
+            },
             Launch::Cpu(l) => fp8_gemm(x, w, s, n, k, out[0].f32(), l, faults),
             Launch::Cuda(c) => fp8_gemm_cuda(c, x, w, s, n, k, out[0].f32(), faults).unwrap_or_else(|e| panic!("{e}")),
         }

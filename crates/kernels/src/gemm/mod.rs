@@ -4,6 +4,7 @@ pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod act_x86;
 mod cols;
+pub mod groups;
 mod pool;
 pub mod reference;
 mod tiles;

@@ -32,7 +32,7 @@ use tensorfold_formats::e2m1;
 
 use crate::contract::rng::Rng;
 use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::{CpuLaunch, SimdPath};
+use crate::cpu::SimdPath;
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 use crate::gemm::act::ACT_BLOCK;
@@ -55,6 +55,30 @@ fn has_bf16() -> bool {
 #[cfg(not(target_arch = "x86_64"))]
 pub fn packs() -> bool {
     false
+}
+
+/// Packed MXFP4 weights, which only x86-64 CPUs with AVX-512 VBMI and VNNI make: none exist here.
+#[cfg(not(target_arch = "x86_64"))]
+#[derive(Debug)]
+pub enum Packed {}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl Packed {
+    /// Never packs on this architecture.
+    pub fn new(_: &[u8], _: &[u8], _: usize, _: usize) -> Option<Packed> {
+        None
+    }
+
+    /// Bytes held.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        match *self {}
+    }
+}
+
+/// `mxfp4_gemm` against packed weights, which cannot exist on this architecture.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn mxfp4_gemm_packed(_: &[f32], p: &Packed, _: &mut [f32], _: &CpuLaunch, _: Faults) {
+    match *p {}
 }
 
 impl Kernel for Mxfp4Gemm {
@@ -165,19 +189,7 @@ impl Kernel for Mxfp4Gemm {
 
     /// The CPU records once more with the weights packed, where this CPU runs that kernel.
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        let mut out = crate::contract::records(backend, self.cuda());
-        if backend == Backend::Cpu && packs() {
-            let best = SimdPath::best();
-            let packed = out.iter().filter_map(|l| match l {
-                Launch::Cpu(c) if c.simd == best => Some(Launch::Cpu(CpuLaunch {
-                    mxfp4_packed: true,
-                    ..*c
-                })),
-                _ => None,
-            });
-            out.extend(packed.collect::<Vec<_>>());
-        }
-        out
+        crate::contract::records_packed(backend, self.cuda(), packs())
     }
 
     fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {
@@ -197,7 +209,7 @@ impl Kernel for Mxfp4Gemm {
         let (x, w, s) = (inputs[0].buf.f32(), inputs[1].buf.u8(), inputs[2].buf.u8());
         match launch {
             #[cfg(target_arch = "x86_64")]
-            Launch::Cpu(l) if l.mxfp4_packed => match Packed::planted(w, s, n, k, faults) {
+            Launch::Cpu(l) if l.packed => match Packed::planted(w, s, n, k, faults) {
                 Some(p) => mxfp4_gemm_packed(x, &p, out[0].f32(), l, faults),
                 None => mxfp4_gemm(x, w, s, n, k, out[0].f32(), l, faults),
             },

@@ -9,6 +9,7 @@ use super::x86::{CHUNK_BYTES, act16};
 use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 use crate::gemm::act::Fp8Rows;
+use crate::gemm::groups::{ROWS, pack_words};
 use crate::gemm::{GROUP, par_columns};
 use tensorfold_formats::e2m1;
 
@@ -18,9 +19,6 @@ const AHEAD: (usize, usize) = (1024, 16384);
 /// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
 const SWEEP_ROWS: usize = 64;
 
-/// Rows a packed group holds side by side.
-pub const ROWS: usize = 16;
-
 /// An MXFP4 weight [n, k] packed by groups of 16 rows: word l of chunk c of row 16g + r at word (g, c, l, r); scale codes of chunk c's four blocks as word (g, c, r).
 pub struct Packed {
     bytes: Vec<u8>,
@@ -29,6 +27,12 @@ pub struct Packed {
     k: usize,
     /// No scale code is 0 or 255, so `code << 23` is each scale.
     plain: bool,
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Packed [{}, {}]", self.n, self.k)
+    }
 }
 
 impl Packed {
@@ -42,22 +46,15 @@ impl Packed {
         if !available() || n == 0 || !n.is_multiple_of(ROWS) || k == 0 || !k.is_multiple_of(CHUNK) {
             return None;
         }
-        let swap = faults.on("packed_row_swap");
-        let row = |r: usize| if swap && r < 2 { 1 - r } else { r };
         let (row_bytes, blocks) = (k / 2, k / BLOCK);
         assert!(
             w.len() == n * row_bytes && w_scale.len() == n * blocks,
             "packed: weight [{n}, {k}] sizes"
         );
-        let mut bytes = vec![0u8; w.len()];
+        let bytes = pack_words(w, n, row_bytes, faults.on("packed_row_swap"));
         let mut codes = vec![0u8; w_scale.len()];
-        for (g, group) in bytes.chunks_exact_mut(ROWS * row_bytes).enumerate() {
-            for (at, word) in group.chunks_exact_mut(4).enumerate() {
-                let (c, l, r) = (at / (GROUP * ROWS), at / ROWS % GROUP, at % ROWS);
-                let from = (ROWS * g + row(r)) * row_bytes + (GROUP * c + l) * 4;
-                word.copy_from_slice(&w[from..][..4]);
-            }
-            for (at, code) in codes[g * ROWS * blocks..][..ROWS * blocks].iter_mut().enumerate() {
+        for (g, group) in codes.chunks_exact_mut(ROWS * blocks).enumerate() {
+            for (at, code) in group.iter_mut().enumerate() {
                 let (c, r, b) = (at / (4 * ROWS), at / 4 % ROWS, at % 4);
                 *code = w_scale[(ROWS * g + r) * blocks + 4 * c + b];
             }

@@ -4,6 +4,7 @@ pub mod batch;
 pub mod blocks;
 pub mod cache;
 pub mod forward;
+pub mod groups;
 mod manifest;
 pub mod semantics;
 pub mod share;

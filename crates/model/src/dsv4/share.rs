@@ -32,21 +32,23 @@ impl Held for Vec<f32> {
 
 impl Held for Fp8 {
     fn held(&self) -> u64 {
-        self.codes.held() + self.scales.held()
+        self.codes.held() + self.scales.held() + self.groups_held()
     }
     fn drop_bytes(&mut self) {
         self.codes.drop_bytes();
         self.scales.drop_bytes();
+        self.drop_groups();
     }
 }
 
 impl Held for Mxfp4 {
     fn held(&self) -> u64 {
-        self.packed.held() + self.scales.held()
+        self.packed.held() + self.scales.held() + self.groups_held()
     }
     fn drop_bytes(&mut self) {
         self.packed.drop_bytes();
         self.scales.drop_bytes();
+        self.drop_groups();
     }
 }
 

@@ -1,9 +1,11 @@
 //! Typed views of a DeepSeek V4 checkpoint's tensors, named as in the checkpoint; quantised weights stay mapped.
 
 use tensorfold_formats::bf16;
+use tensorfold_kernels::{fp8_gemm, mxfp4_gemm};
 
 use crate::checkpoint::{Checkpoint, MappedBytes};
 use crate::config::dsv4::Dsv4Config;
+use crate::dsv4::groups::Groups;
 
 /// An FP8 e4m3 weight `[out_dim, in_dim]` with e8m0 128x128 block scales.
 #[derive(Clone, Debug)]
@@ -12,6 +14,37 @@ pub struct Fp8 {
     pub scales: MappedBytes,
     pub out_dim: usize,
     pub in_dim: usize,
+    /// The weight in 16-row groups for the CPU's `fp8_gemm`, made on first use where this CPU and shape allow.
+    groups: Groups<fp8_gemm::Packed>,
+}
+
+impl Fp8 {
+    /// A weight over the checkpoint's bytes.
+    pub fn new(codes: MappedBytes, scales: MappedBytes, out_dim: usize, in_dim: usize) -> Fp8 {
+        Fp8 {
+            codes,
+            scales,
+            out_dim,
+            in_dim,
+            groups: Groups::default(),
+        }
+    }
+
+    /// The weight in 16-row groups (packed on first use), or `None` where this CPU or shape keeps the row layout.
+    pub fn cpu_groups(&self) -> Option<&fp8_gemm::Packed> {
+        let pack = || fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim);
+        self.groups.get_or(self.codes.len() + self.scales.len(), pack)
+    }
+
+    /// Bytes of the 16-row copy, if one was made.
+    pub fn groups_held(&self) -> u64 {
+        self.groups.held(|p| p.parts().iter().map(|b| b.len()).sum())
+    }
+
+    /// Forgets the 16-row copy.
+    pub fn drop_groups(&mut self) {
+        self.groups = Groups::default();
+    }
 }
 
 /// An MXFP4 weight `[out_dim, in_dim]`: e2m1 pairs (element 2k low nibble) and e8m0 scales per 32 along `in_dim`.
@@ -21,6 +54,37 @@ pub struct Mxfp4 {
     pub scales: MappedBytes,
     pub out_dim: usize,
     pub in_dim: usize,
+    /// The weight in 16-row groups for the CPU's `mxfp4_gemm`, made on first use where this CPU and shape allow.
+    groups: Groups<mxfp4_gemm::Packed>,
+}
+
+impl Mxfp4 {
+    /// A weight over the checkpoint's bytes.
+    pub fn new(packed: MappedBytes, scales: MappedBytes, out_dim: usize, in_dim: usize) -> Mxfp4 {
+        Mxfp4 {
+            packed,
+            scales,
+            out_dim,
+            in_dim,
+            groups: Groups::default(),
+        }
+    }
+
+    /// The weight in 16-row groups (packed on first use), or `None` where this CPU or shape keeps the row layout.
+    pub fn cpu_groups(&self) -> Option<&mxfp4_gemm::Packed> {
+        let pack = || mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim);
+        self.groups.get_or(self.packed.len() + self.scales.len(), pack)
+    }
+
+    /// Bytes of the 16-row copy, if one was made.
+    pub fn groups_held(&self) -> u64 {
+        self.groups.held(|p| p.parts().iter().map(|b| b.len()).sum())
+    }
+
+    /// Forgets the 16-row copy.
+    pub fn drop_groups(&mut self) {
+        self.groups = Groups::default();
+    }
 }
 
 /// A bf16 weight `[out_dim, in_dim]`, little-endian, row-major.
@@ -205,12 +269,12 @@ impl Tensors<'_> {
 
     pub(crate) fn mxfp4(&self, p: &str) -> Mxfp4 {
         let shape = self.shape(&format!("{p}.weight"));
-        Mxfp4 {
-            packed: self.bytes(&format!("{p}.weight")),
-            scales: self.bytes(&format!("{p}.scale")),
-            out_dim: shape[0],
-            in_dim: 2 * shape[1],
-        }
+        Mxfp4::new(
+            self.bytes(&format!("{p}.weight")),
+            self.bytes(&format!("{p}.scale")),
+            shape[0],
+            2 * shape[1],
+        )
     }
 
     pub(crate) fn bf16(&self, name: &str) -> Bf16 {
@@ -243,12 +307,12 @@ impl<'a> std::ops::Deref for Reader<'a> {
 impl Reader<'_> {
     fn fp8(&self, p: &str) -> Fp8 {
         let shape = self.shape(&format!("{p}.weight"));
-        Fp8 {
-            codes: self.bytes(&format!("{p}.weight")),
-            scales: self.bytes(&format!("{p}.scale")),
-            out_dim: shape[0],
-            in_dim: shape[1],
-        }
+        Fp8::new(
+            self.bytes(&format!("{p}.weight")),
+            self.bytes(&format!("{p}.scale")),
+            shape[0],
+            shape[1],
+        )
     }
 
     fn compressor(&self, p: &str, ratio: usize, head_dim: usize) -> Compressor {

@@ -22,7 +22,7 @@ pub(crate) fn fp8(pass: &Pass<'_>, x: &Act, w: &Fp8) -> Act {
 pub(crate) fn fp8_into(pass: &Pass<'_>, x: &Act, w: &Fp8, out: &mut Act) {
     let (n, k) = (w.out_dim, w.in_dim);
     if pass.model.semantics.act_quant_gemm_inputs {
-        ops::fp8_gemm(&pass.device, x, &w.codes, &w.scales, n, k, out);
+        ops::fp8_gemm(&pass.device, x, w, out);
     } else {
         ops::dequant_gemm(
             &pass.device,
@@ -45,11 +45,7 @@ pub(crate) fn fp8_pair(pass: &Pass<'_>, x: &Act, a: &Fp8, b: &Fp8) -> (Act, Act)
     }
     let k = a.in_dim;
     let (mut ya, mut yb) = (output(pass, x, k, a.out_dim), output(pass, x, k, b.out_dim));
-    let w = [
-        (&a.codes[..], &a.scales[..], a.out_dim),
-        (&b.codes[..], &b.scales[..], b.out_dim),
-    ];
-    ops::fp8_gemm2(&pass.device, x, w, k, [&mut ya, &mut yb]);
+    ops::fp8_gemm2(&pass.device, x, [a, b], k, [&mut ya, &mut yb]);
     (ya, yb)
 }
 
@@ -58,7 +54,7 @@ pub(crate) fn mxfp4(pass: &Pass<'_>, x: &Act, w: &Mxfp4) -> Act {
     let (n, k) = (w.out_dim, w.in_dim);
     let mut out = output(pass, x, k, n);
     if pass.model.semantics.act_quant_gemm_inputs {
-        ops::mxfp4_gemm(&pass.device, x, &w.packed, &w.scales, n, k, &mut out);
+        ops::mxfp4_gemm(&pass.device, x, w, &mut out);
     } else {
         ops::dequant_gemm(
             &pass.device,

@@ -15,6 +15,8 @@ use tensorfold_kernels::{
 
 use super::act::Act;
 use super::device::{Device, ok, record};
+use crate::dsv4::weights::{Fp8, Mxfp4};
+use tensorfold_kernels::cpu::CpuLaunch;
 
 pub(crate) const F: Faults = Faults::NONE;
 
@@ -213,10 +215,14 @@ pub(crate) fn bf16_gemm(d: &Device, x: &Act, w: &[u16], n: usize, k: usize, out:
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn fp8_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut Act) {
+/// `fp8_gemm` of `x` against `m`: on the CPU through its 16-row groups where this CPU packs them (the same bits).
+pub(crate) fn fp8_gemm(d: &Device, x: &Act, m: &Fp8, out: &mut Act) {
+    let (w, scale, n, k) = (&m.codes[..], &m.scales[..], m.out_dim, m.in_dim);
     match d {
-        Device::Cpu(l) => f8::fp8_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
+        Device::Cpu(l) => match m.cpu_groups() {
+            Some(p) => f8::fp8_gemm_packed(x.host(), p, out.host_mut(), &CpuLaunch { packed: true, ..*l }, F),
+            None => f8::fp8_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
+        },
         Device::Cuda(c) => {
             let (wd, sd) = (res!(c, w), res!(c, scale));
             let r = record(&f8::cuda::KERNEL);
@@ -228,20 +234,23 @@ pub(crate) fn fp8_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k:
     }
 }
 
-/// `fp8_gemm` of `x` against two weights `(codes, scales, n)`, the activations act_quant'ed once on the GPU.
-pub(crate) fn fp8_gemm2(d: &Device, x: &Act, w: [(&[u8], &[u8], usize); 2], k: usize, out: [&mut Act; 2]) {
+/// `fp8_gemm` of `x` against two weights of input width `k`, the activations act_quant'ed once on the GPU.
+pub(crate) fn fp8_gemm2(d: &Device, x: &Act, w: [&Fp8; 2], k: usize, out: [&mut Act; 2]) {
     let Device::Cuda(c) = d else {
-        for ((w, scale, n), out) in w.into_iter().zip(out) {
-            fp8_gemm(d, x, w, scale, n, k, out);
+        for (w, out) in w.into_iter().zip(out) {
+            fp8_gemm(d, x, w, out);
         }
         return;
     };
-    let held: Vec<_> = w.iter().map(|(w, s, _)| (res!(c, w), res!(c, s))).collect();
+    let held: Vec<_> = w
+        .iter()
+        .map(|w| (res!(c, &w.codes[..]), res!(c, &w.scales[..])))
+        .collect();
     let weights = held
         .iter()
         .zip(w)
         .zip(out)
-        .map(|(((wd, sd), (_, _, n)), out)| ((&**wd).into(), (&**sd).into(), n, out.output()))
+        .map(|(((wd, sd), w), out)| ((&**wd).into(), (&**sd).into(), w.out_dim, out.output()))
         .collect();
     let r = record(&f8::cuda::KERNEL);
     ok("fp8_gemm", f8::cuda::fp8_gemms_cuda(r, x.input(), weights, k, F));
@@ -270,9 +279,14 @@ pub(crate) fn dequant_gemm(
     }
 }
 
-pub(crate) fn mxfp4_gemm(d: &Device, x: &Act, w: &[u8], scale: &[u8], n: usize, k: usize, out: &mut Act) {
+/// `mxfp4_gemm` of `x` against `m`: on the CPU through its 16-row groups where this CPU packs them (the same bits).
+pub(crate) fn mxfp4_gemm(d: &Device, x: &Act, m: &Mxfp4, out: &mut Act) {
+    let (w, scale, n, k) = (&m.packed[..], &m.scales[..], m.out_dim, m.in_dim);
     match d {
-        Device::Cpu(l) => m4::mxfp4_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
+        Device::Cpu(l) => match m.cpu_groups() {
+            Some(p) => m4::mxfp4_gemm_packed(x.host(), p, out.host_mut(), &CpuLaunch { packed: true, ..*l }, F),
+            None => m4::mxfp4_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
+        },
         Device::Cuda(c) => {
             let (wd, sd) = (res!(c, w), res!(c, scale));
             let r = record(&m4::cuda::KERNEL);

@@ -1,0 +1,40 @@
+//! 16-row groups: a weight laid out so one 64-byte vector holds the same 32-bit word of 16 rows, and a row's sums stay in one lane.
+
+/// Rows a group holds side by side.
+pub const ROWS: usize = 16;
+
+/// Words of a 64-byte chunk of one row.
+const WORDS: usize = 16;
+
+/// `w` [n, row_bytes] (n a multiple of 16, rows whole 64-byte chunks) with word l of chunk c of row 16g + r at word ((g * chunks + c) * 16 + l) * 16 + r; `swap01` packs rows 0 and 1 of each group in each other's place.
+pub fn pack_words(w: &[u8], n: usize, row_bytes: usize, swap01: bool) -> Vec<u8> {
+    assert!(n.is_multiple_of(ROWS) && row_bytes.is_multiple_of(4 * WORDS) && w.len() == n * row_bytes);
+    let row = |r: usize| if swap01 && r < 2 { 1 - r } else { r };
+    let mut out = vec![0u8; w.len()];
+    for (g, group) in out.chunks_exact_mut(ROWS * row_bytes).enumerate() {
+        for (at, word) in group.chunks_exact_mut(4).enumerate() {
+            let (c, l, r) = (at / (WORDS * ROWS), at / ROWS % WORDS, at % ROWS);
+            let from = (ROWS * g + row(r)) * row_bytes + (WORDS * c + l) * 4;
+            word.copy_from_slice(&w[from..][..4]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vector_holds_one_word_of_sixteen_rows() {
+        let (n, row_bytes) = (32, 128);
+        let w: Vec<u8> = (0..n * row_bytes).map(|i| (i * 7 + i / 251) as u8).collect();
+        let p = pack_words(&w, n, row_bytes, false);
+        // Group 1, chunk 1, word 3, row 5: row 21's word 16 + 3.
+        let at = ((2 + 1) * 16 + 3) * 64 + 5 * 4;
+        assert_eq!(p[at..at + 4], w[21 * row_bytes + 19 * 4..][..4]);
+        let swapped = pack_words(&w, n, row_bytes, true);
+        assert_eq!(swapped[..4], w[row_bytes..][..4], "row 1 in row 0's place");
+        assert_eq!(swapped[4..8], w[..4]);
+    }
+}
