@@ -32,7 +32,9 @@ impl Fp8 {
 
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&fp8_gemm::Packed> {
-        let pack = || fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim);
+        // A rank's dropped weight holds no bytes.
+        let whole = self.codes.len() == self.out_dim * self.in_dim;
+        let pack = || whole.then(|| fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim))?;
         self.groups.get_or(self.codes.len() + self.scales.len(), pack)
     }
 
@@ -72,7 +74,9 @@ impl Mxfp4 {
 
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&mxfp4_gemm::Packed> {
-        let pack = || mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim);
+        // A rank's dropped weight holds no bytes.
+        let whole = self.packed.len() == self.out_dim * self.in_dim / 2;
+        let pack = || whole.then(|| mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim))?;
         self.groups.get_or(self.packed.len() + self.scales.len(), pack)
     }
 

@@ -5,6 +5,7 @@ mod attention;
 mod block;
 pub mod collective;
 mod compressor;
+mod cpu_groups;
 pub mod device;
 mod front;
 mod graph;

@@ -92,10 +92,11 @@ impl Up<'_> {
 }
 
 impl Dsv4Model {
-    /// Uploads every weight the passes read to `device`'s GPU (nothing on the CPU); returns the bytes resident there.
+    /// Uploads every weight the passes read to `device`'s GPU, or on the CPU packs the FP8 and MXFP4 weights its GEMMs read; returns the bytes resident there or packed.
     pub fn upload(&self, device: &Device) -> Result<usize, String> {
         let Some(c) = device.cuda() else {
-            return Ok(0);
+            let threads = device.cpu().map_or(1, |l| l.threads);
+            return Ok(self.pack_for_cpu(threads) as usize);
         };
         let _turn = tensorfold_kernels::cuda::turn();
         let (u, w) = (Up(c), &self.weights);

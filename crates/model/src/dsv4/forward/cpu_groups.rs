@@ -1,0 +1,73 @@
+//! Packs every FP8 and MXFP4 weight the CPU's act-quantised GEMMs read into 16-row groups at load, so no pass pays for it.
+
+use super::Dsv4Model;
+use crate::dsv4::weights::{Attention, Block, Fp8, Mxfp4};
+
+/// One weight the CPU GEMMs read packed.
+enum Weight<'a> {
+    Fp8(&'a Fp8),
+    Mxfp4(&'a Mxfp4),
+}
+
+impl Weight<'_> {
+    /// Packs it (once); the bytes its copy holds.
+    fn pack(&self) -> u64 {
+        match self {
+            Weight::Fp8(w) => {
+                w.cpu_groups();
+                w.groups_held()
+            }
+            Weight::Mxfp4(w) => {
+                w.cpu_groups();
+                w.groups_held()
+            }
+        }
+    }
+}
+
+/// The FP8 weights `fp8_gemm` reads in one layer's attention (`wo_a` goes through `dequant_gemm`).
+fn attention<'a>(a: &'a Attention, out: &mut Vec<Weight<'a>>) {
+    out.extend([&a.wq_a, &a.wq_b, &a.wkv, &a.wo_b].map(Weight::Fp8));
+    if let Some(i) = &a.indexer {
+        out.push(Weight::Fp8(&i.wq_b));
+    }
+}
+
+/// A block's weights that the CPU reads packed.
+fn block<'a>(b: &'a Block, out: &mut Vec<Weight<'a>>) {
+    attention(&b.attn, out);
+    for e in &b.ffn.experts {
+        out.extend([&e.w1, &e.w2, &e.w3].map(Weight::Mxfp4));
+    }
+    if let Some(s) = &b.ffn.shared {
+        out.extend([&s.w1, &s.w2, &s.w3].map(Weight::Fp8));
+    }
+}
+
+impl Dsv4Model {
+    /// Packs the weights the CPU's act-quantised GEMMs read, on `threads` threads (none where the semantics skip act_quant); the bytes the copies hold.
+    pub fn pack_for_cpu(&self, threads: usize) -> u64 {
+        if !self.semantics.act_quant_gemm_inputs {
+            return 0;
+        }
+        let mut all = Vec::new();
+        for b in &self.weights.layers {
+            block(b, &mut all);
+        }
+        for m in &self.weights.mtp {
+            block(&m.block, &mut all);
+            all.extend([&m.e_proj, &m.h_proj].map(Weight::Fp8));
+        }
+        let per = all.len().div_ceil(threads.max(1)).max(1);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = all
+                .chunks(per)
+                .map(|part| s.spawn(|| part.iter().map(Weight::pack).sum::<u64>()))
+                .collect();
+            parts
+                .into_iter()
+                .map(|p| p.join().expect("packing threads do not panic"))
+                .sum()
+        })
+    }
+}
