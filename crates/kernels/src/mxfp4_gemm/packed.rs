@@ -14,7 +14,7 @@ use crate::gemm::{GROUP, par_columns};
 use tensorfold_formats::e2m1;
 
 /// Bytes ahead that each vector load asks L1 for, and (second) L2.
-const AHEAD: (usize, usize) = (1024, 16384);
+const AHEAD: (usize, usize) = (2048, 32768);
 
 /// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
 const SWEEP_ROWS: usize = 64;
