@@ -60,9 +60,9 @@ static PAIR: [[u8; 64]; 2] = [interleave(0), interleave(1)];
 
 /// The decode tables in registers.
 pub(super) struct Tables {
-    lo: [__m512i; 2],
-    hi: [__m512i; 2],
-    sign: __m512i,
+    pub(super) lo: [__m512i; 2],
+    pub(super) hi: [__m512i; 2],
+    pub(super) sign: __m512i,
     pair: [__m512i; 2],
 }
 

@@ -5,7 +5,7 @@ use std::mem::transmute;
 
 use tensorfold_formats::e8m0;
 
-use super::bf16::{Tables, UNDO, decode64};
+use super::bf16::{Tables, UNDO};
 use super::cpu::{BLOCK, LAYOUT};
 use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
@@ -48,8 +48,12 @@ impl Packed {
             w.len() == n * k && w_scale.len() == n.div_ceil(BLOCK) * (k / BLOCK),
             "packed: weight [{n}, {k}] sizes"
         );
+        let mut bytes = pack_words(w, n, k, faults.on("packed_row_swap"));
+        for v in bytes.chunks_exact_mut(64) {
+            *<&mut [u8; 64]>::try_from(v).expect("64 bytes") = unpack_order(v);
+        }
         Some(Packed {
-            bytes: pack_words(w, n, k, faults.on("packed_row_swap")),
+            bytes,
             scales: w_scale.to_vec(),
             n,
             k,
@@ -70,6 +74,29 @@ impl Packed {
     pub fn parts(&self) -> [&[u8]; 2] {
         [&self.bytes, &self.scales]
     }
+}
+
+/// A vector of 16 rows' words (row r's codes c0..c3 at bytes 4r..4r + 3) in the order `decode` unpacks: in 128-bit lane q, row 4q + d's c1, c0 at bytes 2d, 2d + 1 and c3, c2 at bytes 8 + 2d, 9 + 2d.
+fn unpack_order(v: &[u8]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for r in 0..ROWS {
+        let (q, d) = (r / 4, r % 4);
+        let c = &v[4 * r..][..4];
+        let lane = &mut out[16 * q..][..16];
+        (lane[2 * d], lane[2 * d + 1], lane[8 + 2 * d], lane[9 + 2 * d]) = (c[1], c[0], c[3], c[2]);
+    }
+    out
+}
+
+/// 64 codes in `unpack_order` as two bf16 vectors: dword r of the first holds row r's codes (c0 high half, c1 low), of the second (c2, c3).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn decode(d: __m512i, t: &Tables) -> [__m512i; 2] {
+    let lo = _mm512_permutex2var_epi8(t.lo[0], d, t.lo[1]);
+    let hi = _mm512_permutex2var_epi8(t.hi[0], d, t.hi[1]);
+    // hi | (d & sign): the code's sign is the bf16's.
+    let hi = _mm512_ternarylogic_epi32::<0xF8>(hi, d, t.sign);
+    [_mm512_unpacklo_epi8(lo, hi), _mm512_unpackhi_epi8(lo, hi)]
 }
 
 /// Whether this CPU runs the packed kernel (AVX-512 with VBMI and BF16): where it does not, `Packed::new` gives `None`.
@@ -167,7 +194,7 @@ unsafe fn lane(acc: __m512, base: *const u8, at: *const u16, i: usize, t: &Table
             (at.add(32 + 2 * i) as *const i32).read_unaligned(),
         )
     };
-    let [w0, w1] = decode64(d, t);
+    let [w0, w1] = decode(d, t);
     // SAFETY: same-sized vector types; the bits are bf16 pairs.
     let bh = |v: __m512i| unsafe { transmute::<__m512i, __m512bh>(v) };
     let acc = _mm512_dpbf16_ps(acc, bh(_mm512_set1_epi32(a0)), bh(w0));

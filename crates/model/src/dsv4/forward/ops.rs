@@ -215,14 +215,11 @@ pub(crate) fn bf16_gemm(d: &Device, x: &Act, w: &[u16], n: usize, k: usize, out:
     }
 }
 
-/// Rows up to which the CPU's `fp8_gemm` reads the 16-row groups; longer prompts reuse decoded weights across rows in the row layout's tiles.
-const FP8_PACKED_ROWS: usize = 16;
-
-/// `fp8_gemm` of `x` against `m`: on the CPU through its 16-row groups for decode rows where this CPU packs them (the same bits).
+/// `fp8_gemm` of `x` against `m`: on the CPU through its 16-row groups where this CPU packs them (the same bits).
 pub(crate) fn fp8_gemm(d: &Device, x: &Act, m: &Fp8, out: &mut Act) {
     let (w, scale, n, k) = (&m.codes[..], &m.scales[..], m.out_dim, m.in_dim);
     match d {
-        Device::Cpu(l) => match m.cpu_groups().filter(|_| x.len() / k <= FP8_PACKED_ROWS) {
+        Device::Cpu(l) => match m.cpu_groups() {
             Some(p) => f8::fp8_gemm_packed(x.host(), p, out.host_mut(), &CpuLaunch { packed: true, ..*l }, F),
             None => f8::fp8_gemm(x.host(), w, scale, n, k, out.host_mut(), l, F),
         },
