@@ -10,6 +10,14 @@ enum Weight<'a> {
 }
 
 impl Weight<'_> {
+    /// Bytes of the row layout it is packed from.
+    fn source(&self) -> u64 {
+        match self {
+            Weight::Fp8(w) => (w.codes.len() + w.scales.len()) as u64,
+            Weight::Mxfp4(w) => (w.packed.len() + w.scales.len()) as u64,
+        }
+    }
+
     /// Packs it (once); the bytes its copy holds.
     fn pack(&self) -> u64 {
         match self {
@@ -58,16 +66,24 @@ impl Dsv4Model {
             block(&m.block, &mut all);
             all.extend([&m.e_proj, &m.h_proj].map(Weight::Fp8));
         }
+        let bar = crate::progress::bytes(all.iter().map(Weight::source).sum(), "packing weights for the CPU");
+        let pack = |w: &Weight<'_>| {
+            let held = w.pack();
+            bar.inc(w.source());
+            held
+        };
         let per = all.len().div_ceil(threads.max(1)).max(1);
-        std::thread::scope(|s| {
+        let packed = std::thread::scope(|s| {
             let parts: Vec<_> = all
                 .chunks(per)
-                .map(|part| s.spawn(|| part.iter().map(Weight::pack).sum::<u64>()))
+                .map(|part| s.spawn(|| part.iter().map(pack).sum::<u64>()))
                 .collect();
             parts
                 .into_iter()
                 .map(|p| p.join().expect("packing threads do not panic"))
                 .sum()
-        })
+        });
+        bar.finish_and_clear();
+        packed
     }
 }
