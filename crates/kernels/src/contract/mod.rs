@@ -286,6 +286,20 @@ pub fn records_packed(backend: Backend, cuda: Option<&CudaKernel>, packs: bool) 
     out
 }
 
+/// Whether this CPU runs a path.
+pub type Runs = fn() -> bool;
+
+/// Whether this CPU runs the AVX-512 BF16 path.
+pub fn bf16_runs() -> bool {
+    crate::cpu::SimdPath::available().contains(&crate::cpu::SimdPath::Avx512Bf16)
+}
+
+/// The controls `base`, then those of `own` whose path this CPU runs.
+pub fn controls_here(base: &[&'static str], own: &[(&'static str, Runs)]) -> Vec<&'static str> {
+    let runs = own.iter().filter(|(_, runs)| runs()).map(|(name, _)| *name);
+    base.iter().copied().chain(runs).collect()
+}
+
 /// What the contract knows about one kernel.
 pub trait Kernel: Sync {
     /// The name used in the folder, registry, CUDA symbol and report.

@@ -10,14 +10,7 @@ use super::cpu::{BLOCK, LAYOUT};
 use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
 use crate::gemm::act::Fp8Rows;
-use crate::gemm::groups::{ROWS, pack_words};
-use crate::gemm::par_columns;
-
-/// Bytes ahead that each vector load asks L1 for, and (second) L2.
-const AHEAD: (usize, usize) = (2048, 32768);
-
-/// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
-const SWEEP_ROWS: usize = 64;
+use crate::gemm::groups::{AHEAD, ROWS, pack_words, run_groups};
 
 /// An FP8 weight [n, k] packed by groups of 16 rows (word l of 64-byte chunk c of row 16g + r at word (g, c, l, r)), with its scale grid.
 pub struct Packed {
@@ -58,16 +51,6 @@ impl Packed {
             n,
             k,
         })
-    }
-
-    /// Rows of the weight.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
-    /// Columns of the weight (values per row).
-    pub fn k(&self) -> usize {
-        self.k
     }
 
     /// The packed weight bytes and the scale grid.
@@ -111,31 +94,14 @@ pub fn fp8_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLaunc
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "fp8_gemm: output is not [{rows}, {n}]");
     let act = Fp8Rows::quantise(x, k, LAYOUT);
-    let blocks = k / BLOCK;
-    let ones = vec![1f32; blocks];
+    let ones = vec![1f32; k / BLOCK];
     let lost_act_scale = faults.on("lost_act_scale");
     let flush = faults.on("bf16_subnormal_flush");
-    let sweep = launch.tile_rows.clamp(1, SWEEP_ROWS);
-    let threads = launch.split_threads(rows * n * k / 16);
-    let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
-    par_columns(out, rows, n, threads, ROWS, |cols, view| {
-        let width = cols.len();
-        for t0 in (0..rows).step_by(sweep) {
-            for g in cols.clone().step_by(ROWS) {
-                for r in t0..(t0 + sweep).min(rows) {
-                    let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-                    let dst = &mut view[r * width + g - cols.start..][..ROWS];
-                    // SAFETY: a `Packed` exists only where `packs` holds; group g / 16 lies inside the weight.
-                    unsafe { group_into(act.row(r), sa, p, g / ROWS, flush, dst) };
-                }
-            }
-        }
+    run_groups(rows, n, rows * n * k / 16, out, launch, faults, |r, g, dst| {
+        let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+        // SAFETY: a `Packed` exists only where `packs` holds; group g lies inside the weight.
+        unsafe { group_into(act.row(r), sa, p, g, flush, dst) };
     });
-    if faults.on("skip_last_column") {
-        for (r, v) in keep.into_iter().enumerate() {
-            out[r * n + n - 1] = v;
-        }
-    }
 }
 
 /// The 16 outputs of group `g` into `dst`: block by block `acc = fma(inner / 8, sa * sw, acc)`.

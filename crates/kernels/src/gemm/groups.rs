@@ -1,7 +1,46 @@
 //! 16-row groups: a weight laid out so one 64-byte vector holds the same 32-bit word of 16 rows, and a row's sums stay in one lane.
 
+use crate::cpu::CpuLaunch;
+use crate::faults::Faults;
+
 /// Rows a group holds side by side.
 pub const ROWS: usize = 16;
+
+/// Bytes ahead that each vector load of a packed kernel asks L1 for, and (second) L2.
+pub const AHEAD: (usize, usize) = (2048, 32768);
+
+/// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
+const SWEEP_ROWS: usize = 64;
+
+/// `out[r, n]` of a packed weight's GEMM (`work` units, as `split_threads` counts them): threads split whole groups and `group(r, g, dst)` writes row r's 16 outputs of group g; the control `skip_last_column` keeps each row's last output.
+pub fn run_groups(
+    rows: usize,
+    n: usize,
+    work: usize,
+    out: &mut [f32],
+    launch: &CpuLaunch,
+    faults: Faults,
+    group: impl Fn(usize, usize, &mut [f32]) + Sync,
+) {
+    assert!(n.is_multiple_of(ROWS) && out.len() == rows * n);
+    let sweep = launch.tile_rows.clamp(1, SWEEP_ROWS);
+    let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
+    super::par_columns(out, rows, n, launch.split_threads(work), ROWS, |cols, view| {
+        let width = cols.len();
+        for t0 in (0..rows).step_by(sweep) {
+            for g in cols.clone().step_by(ROWS) {
+                for r in t0..(t0 + sweep).min(rows) {
+                    group(r, g / ROWS, &mut view[r * width + g - cols.start..][..ROWS]);
+                }
+            }
+        }
+    });
+    if faults.on("skip_last_column") {
+        for (r, v) in keep.into_iter().enumerate() {
+            out[r * n + n - 1] = v;
+        }
+    }
+}
 
 /// Words of a 64-byte chunk of one row.
 const WORDS: usize = 16;

@@ -31,8 +31,9 @@ use std::sync::OnceLock;
 use tensorfold_formats::e2m1;
 
 use crate::contract::rng::Rng;
-use crate::contract::{Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec};
-use crate::cpu::SimdPath;
+use crate::contract::{
+    Arg, Backend, Bound, Buf, Case, Kernel, Launch, OutBuf, OutKind, OutSpec, Runs, bf16_runs, controls_here,
+};
 use crate::faults::Faults;
 use crate::fp8_gemm::DECODE_ROWS;
 use crate::gemm::act::ACT_BLOCK;
@@ -41,15 +42,8 @@ use crate::gemm::reference::{act_quant_f64, activations, dot_f64, e8m0_f64, scal
 pub struct Mxfp4Gemm;
 
 const CONTROLS: [&str; 4] = ["swap_nibbles", "lost_act_scale", "order_by_tile", "skip_last_column"];
-/// Whether this CPU runs a path.
-type Runs = fn() -> bool;
 /// The BF16 path's and the packed layout's own controls run only where those paths do.
-const CONTROLS_OWN: [(&str, Runs); 2] = [("bf16_pair_swap", has_bf16), ("packed_row_swap", packs)];
-
-/// Whether this CPU runs the BF16 path.
-fn has_bf16() -> bool {
-    SimdPath::available().contains(&SimdPath::Avx512Bf16)
-}
+const CONTROLS_OWN: [(&str, Runs); 2] = [("bf16_pair_swap", bf16_runs), ("packed_row_swap", packs)];
 
 /// Whether this CPU runs the packed layout's kernel.
 #[cfg(not(target_arch = "x86_64"))]
@@ -198,10 +192,7 @@ impl Kernel for Mxfp4Gemm {
 
     fn controls(&self) -> &'static [&'static str] {
         static ON: OnceLock<Vec<&'static str>> = OnceLock::new();
-        ON.get_or_init(|| {
-            let own = CONTROLS_OWN.iter().filter(|(_, runs)| runs()).map(|(name, _)| *name);
-            CONTROLS.iter().copied().chain(own).collect()
-        })
+        ON.get_or_init(|| controls_here(&CONTROLS, &CONTROLS_OWN))
     }
 
     fn run(&self, case: &Case, inputs: &[Arg], launch: &Launch, faults: Faults, out: &mut [OutBuf<'_>]) {

@@ -5,19 +5,13 @@ use std::array::from_fn;
 
 use super::cpu::{BLOCK, CHUNK, LAYOUT};
 use super::exact::{Planes, WEIGHT_TABLE, available, planes};
-use super::x86::{CHUNK_BYTES, act16};
+use super::x86::{CHUNK_BYTES, act16, plain_scales};
 use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
+use crate::gemm::GROUP;
 use crate::gemm::act::Fp8Rows;
-use crate::gemm::groups::{ROWS, pack_words};
-use crate::gemm::{GROUP, par_columns};
+use crate::gemm::groups::{AHEAD, ROWS, pack_words, run_groups};
 use tensorfold_formats::e2m1;
-
-/// Bytes ahead that each vector load asks L1 for, and (second) L2.
-const AHEAD: (usize, usize) = (2048, 32768);
-
-/// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
-const SWEEP_ROWS: usize = 64;
 
 /// An MXFP4 weight [n, k] packed by groups of 16 rows: word l of chunk c of row 16g + r at word (g, c, l, r); scale codes of chunk c's four blocks as word (g, c, r).
 pub struct Packed {
@@ -69,16 +63,6 @@ impl Packed {
         })
     }
 
-    /// Rows of the weight.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
-    /// Columns of the weight (values per row).
-    pub fn k(&self) -> usize {
-        self.k
-    }
-
     /// The packed weight bytes and scale codes.
     pub fn parts(&self) -> [&[u8]; 2] {
         [&self.bytes, &self.codes]
@@ -102,27 +86,11 @@ pub fn mxfp4_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLau
     let planes: Vec<Planes> = (0..rows).map(|r| unsafe { planes(act.row(r), chunks) }).collect();
     let ones = vec![1f32; chunks];
     let lost_act_scale = faults.on("lost_act_scale");
-    let sweep = launch.tile_rows.clamp(1, SWEEP_ROWS);
-    let threads = launch.split_threads(rows * n * (k / BLOCK) * 8);
-    let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
-    par_columns(out, rows, n, threads, ROWS, |cols, view| {
-        let width = cols.len();
-        for t0 in (0..rows).step_by(sweep) {
-            for g in cols.clone().step_by(ROWS) {
-                for r in t0..(t0 + sweep).min(rows) {
-                    let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-                    let dst = &mut view[r * width + g - cols.start..][..ROWS];
-                    // SAFETY: as above; group g / 16 lies inside the weight, the activations hold whole chunks.
-                    unsafe { group_into(act.row(r), sa, &planes[r], p, g / ROWS, dst) };
-                }
-            }
-        }
+    run_groups(rows, n, rows * n * (k / BLOCK) * 8, out, launch, faults, |r, g, dst| {
+        let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+        // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
+        unsafe { group_into(act.row(r), sa, &planes[r], p, g, dst) };
     });
-    if faults.on("skip_last_column") {
-        for (r, v) in keep.into_iter().enumerate() {
-            out[r * n + n - 1] = v;
-        }
-    }
 }
 
 /// The 16 outputs of group `g` into `dst`.
@@ -289,20 +257,6 @@ fn fma_lane(x: &[[f32; 16]; 8], l: usize, d: __m512i, t: __m512) -> __m512 {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(x[l]), _mm512_permutexvar_ps(idx, t), acc);
     }
     acc
-}
-
-/// Byte b of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn plain_scales(v: __m512i) -> [__m512; 4] {
-    let exponent = _mm512_set1_epi32(0x7F80_0000);
-    [
-        _mm512_slli_epi32::<23>(v),
-        _mm512_slli_epi32::<15>(v),
-        _mm512_slli_epi32::<7>(v),
-        _mm512_srli_epi32::<1>(v),
-    ]
-    .map(|bits| _mm512_castsi512_ps(_mm512_and_si512(bits, exponent)))
 }
 
 /// Byte b of each word of `v` decoded as `e8m0::decode` (0 is 2^-127, 255 NaN).

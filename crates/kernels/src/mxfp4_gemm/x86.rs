@@ -218,7 +218,7 @@ pub(super) unsafe fn add_chunk_coded(
 /// Byte b of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn plain_scales(v: __m512i) -> [__m512; 4] {
+pub(super) fn plain_scales(v: __m512i) -> [__m512; 4] {
     let exponent = _mm512_set1_epi32(0x7F80_0000);
     [
         _mm512_slli_epi32::<23>(v),
