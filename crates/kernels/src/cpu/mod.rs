@@ -74,6 +74,11 @@ pub(crate) fn halves_512() -> bool {
     *HALVES.get_or_init(halves_512_cpuid)
 }
 
+/// Whether the engine should hold 16-row packed copies of FP8 and MXFP4 weights here: where 512-bit operations split (Zen 4) the packed GEMVs stream faster; on Intel the row layout's did.
+pub fn packing_pays() -> bool {
+    halves_512()
+}
+
 /// `halves_512` from CPUID, which traps to the hypervisor under KVM.
 fn halves_512_cpuid() -> bool {
     #[cfg(target_arch = "x86_64")]
