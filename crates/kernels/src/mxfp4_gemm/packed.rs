@@ -1,4 +1,4 @@
-//! MXFP4 weights packed for the one-row GEMV: one vector holds the same 32-bit word of 16 rows, so VPDPBUSD sums a block per row with no lane reduction.
+//! MXFP4 weights packed in 16-row groups for the CPU: one vector holds the same 32-bit word of 16 rows, so VPDPBUSD sums a block per row with no lane reduction.
 
 use std::arch::x86_64::*;
 use std::array::from_fn;
@@ -19,8 +19,6 @@ pub struct Packed {
     codes: Vec<u8>,
     n: usize,
     k: usize,
-    /// No scale code is 0 or 255, so `code << 23` is each scale.
-    plain: bool,
 }
 
 impl std::fmt::Debug for Packed {
@@ -30,7 +28,7 @@ impl std::fmt::Debug for Packed {
 }
 
 impl Packed {
-    /// `w` [n, k/2] with scales [n, k/32] packed, where this CPU runs the packed kernel, n is a multiple of 16 and k of 128.
+    /// `w` [n, k/2] with scales [n, k/32] packed, where this CPU runs the packed kernel, n is a multiple of 16, k of 128 and no scale code is 0 or 255.
     pub fn new(w: &[u8], w_scale: &[u8], n: usize, k: usize) -> Option<Packed> {
         Packed::planted(w, w_scale, n, k, Faults::NONE)
     }
@@ -53,14 +51,11 @@ impl Packed {
                 *code = w_scale[(ROWS * g + r) * blocks + 4 * c + b];
             }
         }
-        let plain = codes.iter().all(|&c| c != 0 && c != 255);
-        Some(Packed {
-            bytes,
-            codes,
-            n,
-            k,
-            plain,
-        })
+        // Scales are read as `code << 23`, which codes 0 (2^-127) and 255 (NaN) are not; such weights keep the row layout.
+        codes
+            .iter()
+            .all(|&c| c != 0 && c != 255)
+            .then_some(Packed { bytes, codes, n, k })
     }
 
     /// The packed weight bytes and scale codes.
@@ -100,7 +95,7 @@ unsafe fn group_into(a: &[u16], sa: &[f32], planes: &Planes, p: &Packed, g: usiz
     assert!(sa.len() >= chunks && a.len() >= p.k && (g + 1) * ROWS <= p.n && dst.len() == ROWS);
     let (w, codes) = (&p.bytes[g * ROWS * p.k / 2..], &p.codes[g * ROWS * p.k / BLOCK..]);
     // SAFETY: the group's bytes and codes lie inside the weight (asserted above).
-    let v = unsafe { group(a, sa, planes, w.as_ptr(), codes.as_ptr(), chunks, p.plain) };
+    let v = unsafe { group(a, sa, planes, w.as_ptr(), codes.as_ptr(), chunks) };
     // SAFETY: 16 floats.
     unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), v) };
 }
@@ -109,15 +104,7 @@ unsafe fn group_into(a: &[u16], sa: &[f32], planes: &Planes, p: &Packed, g: usiz
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-unsafe fn group(
-    a: &[u16],
-    sa: &[f32],
-    planes: &Planes,
-    w: *const u8,
-    codes: *const u8,
-    chunks: usize,
-    plain: bool,
-) -> __m512 {
+unsafe fn group(a: &[u16], sa: &[f32], planes: &Planes, w: *const u8, codes: *const u8, chunks: usize) -> __m512 {
     // SAFETY: 64 bytes; 16 floats.
     let (tw, t) = unsafe {
         (
@@ -175,7 +162,7 @@ unsafe fn group(
         }
         // SAFETY: 64 bytes of codes a chunk.
         let cw = unsafe { _mm512_loadu_si512(codes.add(c * 64) as *const __m512i) };
-        let sw = if plain { plain_scales(cw) } else { exact_scales(cw) };
+        let sw = plain_scales(cw);
         let s = _mm512_set1_ps(sa);
         for (inner, sw) in inner.iter().zip(sw) {
             acc = _mm512_fmadd_ps(*inner, _mm512_mul_ps(s, sw), acc);
@@ -259,21 +246,6 @@ fn fma_lane(x: &[[f32; 16]; 8], l: usize, d: __m512i, t: __m512) -> __m512 {
     acc
 }
 
-/// Byte b of each word of `v` decoded as `e8m0::decode` (0 is 2^-127, 255 NaN).
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn exact_scales(v: __m512i) -> [__m512; 4] {
-    from_fn(|b| {
-        let c = _mm512_and_si512(
-            _mm512_srlv_epi32(v, _mm512_set1_epi32(8 * b as i32)),
-            _mm512_set1_epi32(0xFF),
-        );
-        let bits = _mm512_max_epi32(_mm512_slli_epi32::<23>(c), _mm512_set1_epi32(0x0040_0000));
-        let nan = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(0xFF));
-        _mm512_castsi512_ps(_mm512_mask_mov_epi32(bits, nan, _mm512_set1_epi32(0x7FC0_0000)))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,7 +254,7 @@ mod tests {
     use crate::gemm::reference::{activations, scale_codes_within};
     use crate::mxfp4_gemm::mxfp4_gemm;
 
-    /// Inputs of `rows` x [n, k]: activations as the contract draws them (value 200 of each row NaN where `nan`), random codes, scales across +-`spread` binades (every code where `spread` is 0).
+    /// Inputs of `rows` x [n, k]: activations as the contract draws them (value 200 of each row NaN where `nan`), random codes, scales across +-`spread` binades.
     fn inputs(rows: usize, n: usize, k: usize, seed: u64, spread: u64, nan: bool) -> (Vec<f32>, Vec<u8>, Vec<u8>) {
         let mut rng = Rng::new(seed, 0);
         let mut x = activations(&mut rng, rows, k);
@@ -290,12 +262,7 @@ mod tests {
             x.iter_mut().skip(200).step_by(k).for_each(|v| *v = f32::NAN);
         }
         let w: Vec<u8> = (0..n * k / 2).map(|_| rng.below(256) as u8).collect();
-        let s = match spread {
-            0 => (0..n * k / BLOCK)
-                .map(|i| [0, 255][i % 2].max(rng.below(256) as u8 * u8::from(i % 7 != 0)))
-                .collect(),
-            _ => scale_codes_within(&mut rng, n * k / BLOCK, -8, spread),
-        };
+        let s = scale_codes_within(&mut rng, n * k / BLOCK, -8, spread);
         (x, w, s)
     }
 
@@ -324,11 +291,11 @@ mod tests {
                 ..CpuLaunch::serial()
             },
         ];
-        // (rows, n, k, spread, nan): one row and several; every scale code, 0 (2^-127) and 255 (NaN) among them; a NaN activation.
+        // (rows, n, k, spread, nan): one row and several; scales across 22 binades; a NaN activation.
         let cases = [
             (1, 48, 1024, 3, false),
             (5, 32, 384, 3, false),
-            (1, 64, 256, 0, false),
+            (1, 64, 256, 11, false),
             (3, 16, 512, 2, true),
         ];
         for (seed, &(rows, n, k, spread, nan)) in cases.iter().enumerate() {
@@ -404,5 +371,17 @@ mod tests {
         assert!(Packed::new(&w, &s, 24, 128).is_none(), "24 rows are not whole groups");
         let (w, s) = (vec![0u8; 16 * 96 / 2], vec![127u8; 16 * 96 / BLOCK]);
         assert!(Packed::new(&w, &s, 16, 96).is_none(), "96 values are not whole chunks");
+        if available() {
+            let w = vec![0u8; 16 * 128 / 2];
+            for edge in [0, 255] {
+                let mut s = vec![127u8; 16 * 128 / BLOCK];
+                s[37] = edge;
+                assert!(
+                    Packed::new(&w, &s, 16, 128).is_none(),
+                    "scale code {edge} keeps the row layout"
+                );
+            }
+            assert!(Packed::new(&w, &[127u8; 64], 16, 128).is_some());
+        }
     }
 }

@@ -33,8 +33,10 @@ impl Fp8 {
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU (`packing_pays`) or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&fp8_gemm::Packed> {
         // A rank's dropped weight holds no bytes; CPUs where packing does not pay keep the row layout.
-        let whole = self.codes.len() == self.out_dim * self.in_dim && tensorfold_kernels::cpu::packing_pays();
-        let pack = || whole.then(|| fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim))?;
+        if self.codes.len() != self.out_dim * self.in_dim || !tensorfold_kernels::cpu::packing_pays() {
+            return None;
+        }
+        let pack = || fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim);
         self.groups.get_or(self.codes.len() + self.scales.len(), pack)
     }
 
@@ -75,8 +77,10 @@ impl Mxfp4 {
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU (`packing_pays`) or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&mxfp4_gemm::Packed> {
         // A rank's dropped weight holds no bytes; CPUs where packing does not pay keep the row layout.
-        let whole = self.packed.len() == self.out_dim * self.in_dim / 2 && tensorfold_kernels::cpu::packing_pays();
-        let pack = || whole.then(|| mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim))?;
+        if self.packed.len() != self.out_dim * self.in_dim / 2 || !tensorfold_kernels::cpu::packing_pays() {
+            return None;
+        }
+        let pack = || mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim);
         self.groups.get_or(self.packed.len() + self.scales.len(), pack)
     }
 

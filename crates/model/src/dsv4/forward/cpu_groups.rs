@@ -53,9 +53,9 @@ fn block<'a>(b: &'a Block, out: &mut Vec<Weight<'a>>) {
 }
 
 impl Dsv4Model {
-    /// Packs the weights the CPU's act-quantised GEMMs read, on `threads` threads (none where the semantics skip act_quant); the bytes the copies hold.
+    /// Packs the weights the CPU's act-quantised GEMMs read, on `threads` threads (none where the semantics skip act_quant or packing does not pay); the bytes the copies hold.
     pub fn pack_for_cpu(&self, threads: usize) -> u64 {
-        if !self.semantics.act_quant_gemm_inputs {
+        if !self.semantics.act_quant_gemm_inputs || !tensorfold_kernels::cpu::packing_pays() {
             return 0;
         }
         let mut all = Vec::new();
