@@ -10,7 +10,7 @@ use super::cpu::{BLOCK, LAYOUT};
 use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
 use crate::gemm::act::Fp8Rows;
-use crate::gemm::groups::{AHEAD, ROWS, Sweep, pack_words, run_groups};
+use crate::gemm::groups::{AHEAD, Call, ROWS, pack_words, run_groups};
 
 /// An FP8 weight [n, k] packed by groups of 16 rows (word l of 64-byte chunk c of row 16g + r at word (g, c, l, r)), with its scale grid.
 pub struct Packed {
@@ -96,60 +96,41 @@ pub fn fp8_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLaunc
     let ones = vec![1f32; k / BLOCK];
     let lost_act_scale = faults.on("lost_act_scale");
     let flush = faults.on("bf16_subnormal_flush");
-    let sweep = Sweep {
+    let call = Call {
         work: rows * n * k / 16,
         faults,
-        ways: 2,
     };
     let prep = || Fp8Rows::quantise(x, k, LAYOUT);
-    run_groups(rows, n, out, launch, sweep, prep, |act, r, gs, dst| {
-        let (a, sa) = (act.row(r), if lost_act_scale { &ones[..] } else { act.row_scales(r) });
-        // SAFETY: a `Packed` exists only where `packs` holds; the groups lie inside the weight.
-        unsafe {
-            match *gs {
-                [g, h] => groups_into::<2, false>(a, sa, p, [g, h], flush, dst),
-                [g] => groups_into::<1, true>(a, sa, p, [g], flush, dst),
-                _ => unreachable!("sweeps of one or two groups"),
-            }
-        }
+    run_groups(rows, n, out, launch, call, prep, |act, r, g, dst| {
+        let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+        // SAFETY: a `Packed` exists only where `packs` holds; group g lies inside the weight.
+        unsafe { group_into(act.row(r), sa, p, g, flush, dst) };
     });
 }
 
-/// The 16 outputs of each group of `gs` into `dst`, the groups' blocks in turn (`W` streams from memory): block by block `acc = fma(inner / 8, sa * sw, acc)`; `PREFETCH` asks for the lines `AHEAD`.
+/// The 16 outputs of group `g` into `dst`: block by block `acc = fma(inner / 8, sa * sw, acc)`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
-unsafe fn groups_into<const W: usize, const PREFETCH: bool>(
-    a: &[u16],
-    sa: &[f32],
-    p: &Packed,
-    gs: [usize; W],
-    flush: bool,
-    dst: &mut [f32],
-) {
+unsafe fn group_into(a: &[u16], sa: &[f32], p: &Packed, g: usize, flush: bool, dst: &mut [f32]) {
     let blocks = p.k / BLOCK;
-    assert!(sa.len() >= blocks && a.len() >= p.k && dst.len() == W * ROWS);
-    assert!(gs.iter().all(|&g| (g + 1) * ROWS <= p.n));
+    assert!(sa.len() >= blocks && a.len() >= p.k && (g + 1) * ROWS <= p.n && dst.len() == ROWS);
     let t = Tables::new(flush);
-    let w = gs.map(|g| p.bytes[g * ROWS * p.k..].as_ptr());
-    let sw = gs.map(|g| &p.scales[g * ROWS / BLOCK * blocks..][..blocks]);
-    let mut acc = [_mm512_setzero_ps(); W];
-    for (kb, &sa) in sa.iter().enumerate().take(blocks) {
-        for (i, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: block kb of each group's weights and of the activations lies inside them (asserted above).
-            let inner = unsafe { block::<PREFETCH>(a.as_ptr().add(kb * BLOCK), w[i].add(kb * ROWS * BLOCK), &t) };
-            let s = _mm512_set1_ps(sa * e8m0::TABLE[sw[i][kb] as usize]);
-            *acc = _mm512_fmadd_ps(_mm512_mul_ps(inner, _mm512_set1_ps(UNDO)), s, *acc);
-        }
+    let w = &p.bytes[g * ROWS * p.k..];
+    let sw = &p.scales[g * ROWS / BLOCK * blocks..][..blocks];
+    let mut acc = _mm512_setzero_ps();
+    for (kb, (&sa, &sw)) in sa.iter().zip(sw).enumerate() {
+        // SAFETY: block kb of the group's weights and of the activations lies inside them (asserted above).
+        let inner = unsafe { block(a.as_ptr().add(kb * BLOCK), w.as_ptr().add(kb * ROWS * BLOCK), &t) };
+        let s = _mm512_set1_ps(sa * e8m0::TABLE[sw as usize]);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(inner, _mm512_set1_ps(UNDO)), s, acc);
     }
-    for (acc, dst) in acc.iter().zip(dst.chunks_exact_mut(ROWS)) {
-        // SAFETY: 16 floats.
-        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), *acc) };
-    }
+    // SAFETY: 16 floats.
+    unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), acc) };
 }
 
 /// One block's inner per row (8 times the f32 paths'): lane l of every row by VDPBF16PS as `block_lanes`, then the tree (j, j+8), (j, j+4), (j, j+2), (0, 1).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
-unsafe fn block<const PREFETCH: bool>(a: *const u16, w: *const u8, t: &Tables) -> __m512 {
+unsafe fn block(a: *const u16, w: *const u8, t: &Tables) -> __m512 {
     let mut l = [_mm512_setzero_ps(); 16];
     for chunk in 0..2 {
         // SAFETY: the caller's block holds two chunks of 16 words of 16 rows, and 128 activations.
@@ -158,7 +139,7 @@ unsafe fn block<const PREFETCH: bool>(a: *const u16, w: *const u8, t: &Tables) -
         macro_rules! lanes {
             ($($i:literal)*) => {
                 // SAFETY: as above.
-                $(l[$i] = unsafe { lane::<PREFETCH>(l[$i], base, at, $i, t) };)*
+                $(l[$i] = unsafe { lane(l[$i], base, at, $i, t) };)*
             };
         }
         lanes!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
@@ -169,16 +150,14 @@ unsafe fn block<const PREFETCH: bool>(a: *const u16, w: *const u8, t: &Tables) -
     _mm512_add_ps(h[0], h[1])
 }
 
-/// Lane `i` of one 64-byte chunk: word i of 16 rows at `base` against activation words 2i, 2i + 1 and 32 + 2i, 33 + 2i at `at`; `PREFETCH` asks for the lines `AHEAD`.
+/// Lane `i` of one 64-byte chunk: word i of 16 rows at `base` against activation words 2i, 2i + 1 and 32 + 2i, 33 + 2i at `at`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512bf16")]
-unsafe fn lane<const PREFETCH: bool>(acc: __m512, base: *const u8, at: *const u16, i: usize, t: &Tables) -> __m512 {
+unsafe fn lane(acc: __m512, base: *const u8, at: *const u16, i: usize, t: &Tables) -> __m512 {
     // SAFETY: the caller's chunk holds word i of 16 rows and 64 activations; a prefetch never faults.
     let (d, a0, a1) = unsafe {
-        if PREFETCH {
-            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * i + AHEAD.0) as *const i8);
-            _mm_prefetch::<_MM_HINT_T1>(base.wrapping_add(64 * i + AHEAD.1) as *const i8);
-        }
+        _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(64 * i + AHEAD.0) as *const i8);
+        _mm_prefetch::<_MM_HINT_T1>(base.wrapping_add(64 * i + AHEAD.1) as *const i8);
         (
             _mm512_loadu_si512(base.add(64 * i) as *const __m512i),
             (at.add(2 * i) as *const i32).read_unaligned(),
@@ -231,7 +210,7 @@ mod tests {
                 ..CpuLaunch::serial()
             },
         ];
-        // (rows, n, k, nan): one row (three and five groups: pairs and a lone group) and several, rows across two scale rows, the NaN weight code.
+        // (rows, n, k, nan): one row (three and five groups) and several, rows across two scale rows, the NaN weight code.
         for (seed, &(rows, n, k, nan)) in [
             (1, 48, 1024, false),
             (1, 80, 256, true),

@@ -12,49 +12,32 @@ pub const AHEAD: (usize, usize) = (2048, 32768);
 /// Activation rows whose outputs one sweep over a group's weights computes, unless the launch's tiles are smaller.
 const SWEEP_ROWS: usize = 64;
 
-/// Groups a one-row call's thread visits side by side at most (`Sweep::ways`).
-const MAX_WAYS: usize = 4;
-
-/// How `run_groups` visits a packed weight, and the controls planted in the call.
-pub struct Sweep {
-    /// Launch-wide work units, as `split_threads` counts them.
+/// A packed GEMM call's work units (as `split_threads` counts them) and planted controls.
+pub struct Call {
+    /// Work units of the whole call.
     pub work: usize,
     /// The call's planted controls.
     pub faults: Faults,
-    /// Groups a one-row call's thread reads side by side (its range cut into `ways` runs of q groups, group i of each in turn): that many streams from memory.
-    pub ways: usize,
 }
 
-/// `out[r, n]` of a packed weight's GEMM: threads split whole groups and `group(prep, r, gs, dst)` writes row r's outputs of groups `gs` (16 each); a one-row call's threads each run `prep` (activations made in their own cache while the other thread starts), a longer call's caller runs it once; the control `skip_last_column` keeps each row's last output.
+/// `out[r, n]` of a packed weight's GEMM: threads split whole groups and `group(prep, r, g, dst)` writes row r's 16 outputs of group g; a one-row call's threads each run `prep` (activations made in their own cache as soon as they wake), a longer call's caller runs it once; the control `skip_last_column` keeps each row's last output.
 pub fn run_groups<S: Sync>(
     rows: usize,
     n: usize,
     out: &mut [f32],
     launch: &CpuLaunch,
-    sweep: Sweep,
+    call: Call,
     prep: impl Fn() -> S + Sync,
-    group: impl Fn(&S, usize, &[usize], &mut [f32]) + Sync,
+    group: impl Fn(&S, usize, usize, &mut [f32]) + Sync,
 ) {
-    assert!(n.is_multiple_of(ROWS) && out.len() == rows * n && (1..=MAX_WAYS).contains(&sweep.ways));
+    assert!(n.is_multiple_of(ROWS) && out.len() == rows * n);
     let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
-    let threads = launch.split_threads(sweep.work);
+    let threads = launch.split_threads(call.work);
     if rows == 1 {
         super::par_columns(out, 1, n, threads, ROWS, |cols, view| {
             let prepared = prep();
-            let (first, m) = (cols.start / ROWS, cols.len() / ROWS);
-            let q = m.div_ceil(sweep.ways);
-            let mut buf = [0f32; MAX_WAYS * ROWS];
-            for i in 0..q {
-                let mut gs = [0usize; MAX_WAYS];
-                let mut count = 0;
-                for g in (i..m).step_by(q).take(sweep.ways) {
-                    gs[count] = first + g;
-                    count += 1;
-                }
-                group(&prepared, 0, &gs[..count], &mut buf[..count * ROWS]);
-                for (g, part) in gs[..count].iter().zip(buf.chunks_exact(ROWS)) {
-                    view[(g - first) * ROWS..][..ROWS].copy_from_slice(part);
-                }
+            for g in cols.clone().step_by(ROWS) {
+                group(&prepared, 0, g / ROWS, &mut view[g - cols.start..][..ROWS]);
             }
         });
     } else {
@@ -65,18 +48,13 @@ pub fn run_groups<S: Sync>(
             for t0 in (0..rows).step_by(tile) {
                 for g in cols.clone().step_by(ROWS) {
                     for r in t0..(t0 + tile).min(rows) {
-                        group(
-                            &prepared,
-                            r,
-                            &[g / ROWS],
-                            &mut view[r * width + g - cols.start..][..ROWS],
-                        );
+                        group(&prepared, r, g / ROWS, &mut view[r * width + g - cols.start..][..ROWS]);
                     }
                 }
             }
         });
     }
-    if sweep.faults.on("skip_last_column") {
+    if call.faults.on("skip_last_column") {
         for (r, v) in keep.into_iter().enumerate() {
             out[r * n + n - 1] = v;
         }
@@ -107,11 +85,8 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Each `group` call's row and groups, sorted.
-    type Calls = Vec<(usize, Vec<usize>)>;
-
-    /// (prep calls, `group` calls, outputs) of `run_groups` over `rows` x [n] with `ways`, on 2 threads.
-    fn visits(rows: usize, n: usize, ways: usize) -> (usize, Calls, Vec<f32>) {
+    /// (prep calls, each `group` call's (row, group) sorted, outputs) of `run_groups` over `rows` x [n] on 2 threads.
+    fn visits(rows: usize, n: usize) -> (usize, Vec<(usize, usize)>, Vec<f32>) {
         let launch = CpuLaunch {
             threads: 2,
             split_min: 0,
@@ -119,18 +94,15 @@ mod tests {
         };
         let (preps, calls) = (AtomicUsize::new(0), Mutex::new(Vec::new()));
         let mut out = vec![-1f32; rows * n];
-        let sweep = Sweep {
+        let call = Call {
             work: 1 << 20,
             faults: Faults::NONE,
-            ways,
         };
         let prep = || preps.fetch_add(1, Ordering::Relaxed);
-        run_groups(rows, n, &mut out, &launch, sweep, prep, |_, r, gs, dst| {
-            calls.lock().unwrap().push((r, gs.to_vec()));
-            for (g, part) in gs.iter().zip(dst.chunks_exact_mut(ROWS)) {
-                for (c, v) in part.iter_mut().enumerate() {
-                    *v = (r * n + g * ROWS + c) as f32;
-                }
+        run_groups(rows, n, &mut out, &launch, call, prep, |_, r, g, dst| {
+            calls.lock().unwrap().push((r, g));
+            for (c, v) in dst.iter_mut().enumerate() {
+                *v = (r * n + g * ROWS + c) as f32;
             }
         });
         let mut calls = calls.into_inner().unwrap();
@@ -139,29 +111,21 @@ mod tests {
     }
 
     #[test]
-    fn one_row_threads_prepare_their_own_and_read_groups_side_by_side() {
-        // Five groups a thread (n = 160 on 2 threads): q = 3, so (0, 3), (1, 4) and (2) alone.
-        let (preps, calls, out) = visits(1, 160, 2);
+    fn one_row_threads_prepare_their_own_activations() {
+        let (preps, calls, out) = visits(1, 160);
         assert_eq!(preps, 2, "each thread prepares its own activations");
-        let want: Calls = [vec![0, 3], vec![1, 4], vec![2], vec![5, 8], vec![6, 9], vec![7]]
-            .into_iter()
-            .map(|gs| (0, gs))
-            .collect();
-        assert_eq!(calls, want);
+        assert_eq!(calls, (0..10).map(|g| (0, g)).collect::<Vec<_>>());
         assert!(
             out.iter().enumerate().all(|(i, &v)| v == i as f32),
             "every output where its group's belongs"
         );
-        let (_, single, _) = visits(1, 160, 1);
-        assert!(single.iter().all(|(_, gs)| gs.len() == 1) && single.len() == 10);
     }
 
     #[test]
-    fn longer_calls_prepare_once_and_read_one_group_at_a_time() {
-        let (preps, calls, out) = visits(3, 64, 2);
+    fn longer_calls_prepare_once() {
+        let (preps, calls, out) = visits(3, 64);
         assert_eq!(preps, 1);
         assert_eq!(calls.len(), 3 * 4);
-        assert!(calls.iter().all(|(_, gs)| gs.len() == 1));
         assert!(out.iter().enumerate().all(|(i, &v)| v == i as f32));
     }
 

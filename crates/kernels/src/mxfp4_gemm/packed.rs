@@ -10,7 +10,7 @@ use crate::cpu::CpuLaunch;
 use crate::faults::Faults;
 use crate::gemm::GROUP;
 use crate::gemm::act::Fp8Rows;
-use crate::gemm::groups::{AHEAD, ROWS, Sweep, pack_words, run_groups};
+use crate::gemm::groups::{AHEAD, Call, ROWS, pack_words, run_groups};
 use tensorfold_formats::e2m1;
 
 /// An MXFP4 weight [n, k] packed by groups of 16 rows: word l of chunk c of row 16g + r at word (g, c, l, r); scale codes of chunk c's four blocks as word (g, c, r).
@@ -84,15 +84,14 @@ pub fn mxfp4_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLau
     };
     let ones = vec![1f32; chunks];
     let lost_act_scale = faults.on("lost_act_scale");
-    let sweep = Sweep {
+    let call = Call {
         work: rows * n * (k / BLOCK) * 8,
         faults,
-        ways: 1,
     };
-    run_groups(rows, n, out, launch, sweep, prep, |(act, planes), r, gs, dst| {
+    run_groups(rows, n, out, launch, call, prep, |(act, planes), r, g, dst| {
         let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-        // SAFETY: as above; group gs[0] lies inside the weight, the activations hold whole chunks.
-        unsafe { group_into(act.row(r), sa, &planes[r], p, gs[0], dst) };
+        // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
+        unsafe { group_into(act.row(r), sa, &planes[r], p, g, dst) };
     });
 }
 
