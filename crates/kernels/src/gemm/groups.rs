@@ -32,28 +32,27 @@ pub fn run_groups<S: Sync>(
 ) {
     assert!(n.is_multiple_of(ROWS) && out.len() == rows * n);
     let keep: Vec<f32> = (0..rows).map(|r| out[r * n + n - 1]).collect();
-    let threads = launch.split_threads(call.work);
-    if rows == 1 {
-        super::par_columns(out, 1, n, threads, ROWS, |cols, view| {
-            let prepared = prep();
-            for g in cols.clone().step_by(ROWS) {
-                group(&prepared, 0, g / ROWS, &mut view[g - cols.start..][..ROWS]);
+    // One-row calls prepare on each thread, longer ones once on the caller.
+    let shared = (rows > 1).then(&prep);
+    let tile = launch.tile_rows.clamp(1, SWEEP_ROWS);
+    super::par_columns(out, rows, n, launch.split_threads(call.work), ROWS, |cols, view| {
+        let own;
+        let prepared = match &shared {
+            Some(s) => s,
+            None => {
+                own = prep();
+                &own
             }
-        });
-    } else {
-        let prepared = prep();
-        let tile = launch.tile_rows.clamp(1, SWEEP_ROWS);
-        super::par_columns(out, rows, n, threads, ROWS, |cols, view| {
-            let width = cols.len();
-            for t0 in (0..rows).step_by(tile) {
-                for g in cols.clone().step_by(ROWS) {
-                    for r in t0..(t0 + tile).min(rows) {
-                        group(&prepared, r, g / ROWS, &mut view[r * width + g - cols.start..][..ROWS]);
-                    }
+        };
+        let width = cols.len();
+        for t0 in (0..rows).step_by(tile) {
+            for g in cols.clone().step_by(ROWS) {
+                for r in t0..(t0 + tile).min(rows) {
+                    group(prepared, r, g / ROWS, &mut view[r * width + g - cols.start..][..ROWS]);
                 }
             }
-        });
-    }
+        }
+    });
     if call.faults.on("skip_last_column") {
         for (r, v) in keep.into_iter().enumerate() {
             out[r * n + n - 1] = v;
