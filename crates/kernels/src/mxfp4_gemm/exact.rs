@@ -20,6 +20,8 @@ pub(super) struct ChunkPlanes {
     digits: [[i8; 64]; 6],
     /// Lane l: -12 times the sum of its eight A, digit 0's chain start (the weights enter as W + 12, unsigned).
     pub(super) init: [i32; 16],
+    /// Block b: the sum of lanes 4b..4b + 4 of `init`, a whole block's chain start.
+    pub(super) starts: [i32; 4],
 }
 
 impl ChunkPlanes {
@@ -115,11 +117,13 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
             init: [0; 16],
+            starts: [0; 4],
         };
         let sum = aq.iter().fold(_mm512_setzero_si512(), |s, &v| _mm512_add_epi32(s, v));
         let init = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12));
         // SAFETY: 16 ints.
         unsafe { _mm512_storeu_si512(p.init.as_mut_ptr() as *mut __m512i, init) };
+        p.starts = from_fn(|b| p.init[4 * b..4 * b + 4].iter().sum());
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
         for (digit, gather) in GATHER.iter().enumerate() {

@@ -17,6 +17,8 @@ use tensorfold_formats::e2m1;
 pub struct Packed {
     bytes: Vec<u8>,
     codes: Vec<u8>,
+    /// The smallest and largest scale code.
+    range: [u32; 2],
     n: usize,
     k: usize,
 }
@@ -52,10 +54,16 @@ impl Packed {
             }
         }
         // Scales are read as `code << 23`, which codes 0 (2^-127) and 255 (NaN) are not; such weights keep the row layout.
-        codes
+        let range = codes
             .iter()
-            .all(|&c| c != 0 && c != 255)
-            .then_some(Packed { bytes, codes, n, k })
+            .fold([255, 0], |[lo, hi], &c| [lo.min(c as u32), hi.max(c as u32)]);
+        (range[0] != 0 && range[1] != 255).then_some(Packed {
+            bytes,
+            codes,
+            range,
+            n,
+            k,
+        })
     }
 
     /// The packed weight bytes and scale codes.
@@ -102,7 +110,7 @@ unsafe fn group_into(a: &[u16], sa: &[f32], planes: &Planes, p: &Packed, g: usiz
     assert!(sa.len() >= chunks && a.len() >= p.k && (g + 1) * ROWS <= p.n && dst.len() == ROWS);
     let (w, codes) = (&p.bytes[g * ROWS * p.k / 2..], &p.codes[g * ROWS * p.k / BLOCK..]);
     // SAFETY: the group's bytes and codes lie inside the weight (asserted above).
-    let v = unsafe { group(a, sa, planes, w.as_ptr(), codes.as_ptr(), chunks) };
+    let v = unsafe { group(a, sa, planes, w.as_ptr(), codes.as_ptr(), chunks, p.range) };
     // SAFETY: 16 floats.
     unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), v) };
 }
@@ -111,7 +119,15 @@ unsafe fn group_into(a: &[u16], sa: &[f32], planes: &Planes, p: &Packed, g: usiz
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-unsafe fn group(a: &[u16], sa: &[f32], planes: &Planes, w: *const u8, codes: *const u8, chunks: usize) -> __m512 {
+unsafe fn group(
+    a: &[u16],
+    sa: &[f32],
+    planes: &Planes,
+    w: *const u8,
+    codes: *const u8,
+    chunks: usize,
+    range: [u32; 2],
+) -> __m512 {
     // SAFETY: 64 bytes; 16 floats.
     let (tw, t) = unsafe {
         (
@@ -127,13 +143,10 @@ unsafe fn group(a: &[u16], sa: &[f32], planes: &Planes, w: *const u8, codes: *co
         // Loops and functions, not closures: a closure's body may be left out of line, without this function's features.
         if planes.exact[c] {
             let pc = &planes.chunks[c];
-            let unit = _mm512_set1_ps(planes.units[c]);
             if planes.two[c] {
                 for (b, inner) in inner.iter_mut().enumerate() {
-                    let start: i32 = pc.init[4 * b..][..4].iter().sum();
                     // SAFETY: the block's four words lie in the chunk.
-                    let sum = unsafe { two_digit_block(pc, b, start, base, tw) };
-                    *inner = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), unit);
+                    *inner = _mm512_cvtepi32_ps(unsafe { two_digit_block(pc, b, base, tw) });
                 }
             } else {
                 for (b, inner) in inner.iter_mut().enumerate() {
@@ -143,10 +156,7 @@ unsafe fn group(a: &[u16], sa: &[f32], planes: &Planes, w: *const u8, codes: *co
                         let d = unsafe { word(base, 4 * b + i) };
                         *l = _mm512_cvtepi32_ps(three_digit_lane(pc, 4 * b + i, d, tw));
                     }
-                    *inner = _mm512_mul_ps(
-                        _mm512_add_ps(_mm512_add_ps(l[0], l[2]), _mm512_add_ps(l[1], l[3])),
-                        unit,
-                    );
+                    *inner = _mm512_add_ps(_mm512_add_ps(l[0], l[2]), _mm512_add_ps(l[1], l[3]));
                 }
             }
         } else {
@@ -170,12 +180,33 @@ unsafe fn group(a: &[u16], sa: &[f32], planes: &Planes, w: *const u8, codes: *co
         // SAFETY: 64 bytes of codes a chunk.
         let cw = unsafe { _mm512_loadu_si512(codes.add(c * 64) as *const __m512i) };
         let sw = plain_scales(cw);
-        let s = _mm512_set1_ps(sa);
-        for (inner, sw) in inner.iter().zip(sw) {
-            acc = _mm512_fmadd_ps(*inner, _mm512_mul_ps(s, sw), acc);
+        // An exact chunk's inner sums count units of `units[c]`, which the scale takes on.
+        let unit = if planes.exact[c] { planes.units[c] } else { 1.0 };
+        match folded_scale(sa, unit, range) {
+            Some(base) => {
+                let base = _mm512_set1_epi32(base);
+                for (inner, sw) in inner.iter().zip(sw) {
+                    let scale = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(sw), base));
+                    acc = _mm512_fmadd_ps(*inner, scale, acc);
+                }
+            }
+            None => {
+                let (s, unit) = (_mm512_set1_ps(sa), _mm512_set1_ps(unit));
+                for (inner, sw) in inner.iter().zip(sw) {
+                    acc = _mm512_fmadd_ps(_mm512_mul_ps(*inner, unit), _mm512_mul_ps(s, sw), acc);
+                }
+            }
         }
     }
     acc
+}
+
+/// What to add to `code << 23` for the bits of `sa * 2^(code - 127) * unit`, where `sa * 2^(code - 127)` and that product are normal for every code in `range` (both exact, so `fma(inner, sa * sw * unit, acc)` is `fma(inner * unit, sa * sw, acc)`).
+fn folded_scale(sa: f32, unit: f32, range: [u32; 2]) -> Option<i32> {
+    let (e_sa, e_unit) = (sa.to_bits() >> 23 & 0xFF, unit.to_bits() >> 23);
+    // unit is a positive power of two at most 1: sa * sw * unit is at most sa * sw.
+    let normal = (1..=254).contains(&e_sa) && range[0] + e_sa + e_unit >= 255 && range[1] + e_sa <= 381;
+    normal.then(|| sa.to_bits().wrapping_add(unit.to_bits()).wrapping_sub(254 << 23) as i32)
 }
 
 /// Word l of a chunk's 16 rows at `base`, the lines `AHEAD` bytes on asked of L1 and L2.
@@ -189,17 +220,11 @@ unsafe fn word(base: *const u8, l: usize) -> __m512i {
     unsafe { _mm512_loadu_si512(base.add(64 * l) as *const __m512i) }
 }
 
-/// Block b's exact integer sum per row over its four words, digits 0 and 1; `start` is the block's -12 * sum A.
+/// Block b's exact integer sum per row over its four words, digits 0 and 1; digit 0's chain starts at the block's -12 * sum A, from the planes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-unsafe fn two_digit_block(
-    pc: &super::exact::ChunkPlanes,
-    b: usize,
-    start: i32,
-    base: *const u8,
-    tw: __m512i,
-) -> __m512i {
-    let mut t0 = [_mm512_set1_epi32(start), _mm512_setzero_si512()];
+unsafe fn two_digit_block(pc: &super::exact::ChunkPlanes, b: usize, base: *const u8, tw: __m512i) -> __m512i {
+    let mut t0 = [_mm512_set1_epi32(pc.starts[b]), _mm512_setzero_si512()];
     let mut t1 = [_mm512_setzero_si512(); 2];
     for l in 4 * b..4 * b + 4 {
         // SAFETY: the caller's chunk holds the block's words.
@@ -370,6 +395,62 @@ mod tests {
         // SAFETY: as above; rows of k/2 bytes, activations whole chunks.
         let want: [f32; PAIRS] = unsafe { rows_avx512(&a, &sa, &swt, 0, PAIRS, &|j| rows[j], k, None) };
         assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits));
+    }
+
+    #[test]
+    fn folded_scales_are_the_multiplied_scales_where_both_are_normal() {
+        let mut rng = Rng::new(6, 0);
+        let (mut folded, mut refused) = (0, 0);
+        for i in 0..20000 {
+            // Activation scales across every binade, units of the exact paths and 1, every code.
+            let sa = f32::from_bits(rng.next_u64() as u32 & 0x7FFF_FFFF);
+            let unit = if i % 5 == 4 { 1.0 } else { 2f32.powi(i % 5 - 10) };
+            let code = 1 + rng.below(254) as u32;
+            let (sw, product) = (f32::from_bits(code << 23), sa * f32::from_bits(code << 23));
+            let exact = sa.is_normal() && product.is_normal() && (product * unit).is_normal();
+            match folded_scale(sa, unit, [code, code]) {
+                Some(base) => {
+                    folded += 1;
+                    assert!(exact, "sa {sa:e} unit {unit:e} code {code}");
+                    assert_eq!((code << 23).wrapping_add(base as u32), (sa * sw * unit).to_bits());
+                }
+                None => {
+                    refused += 1;
+                    assert!(!exact, "sa {sa:e} unit {unit:e} code {code} refused");
+                }
+            }
+        }
+        assert!(folded > 1000 && refused > 1000, "folded {folded}, refused {refused}");
+    }
+
+    #[test]
+    fn tiny_weight_scales_keep_the_multiplied_products() {
+        if !available() {
+            eprintln!("skipped: this CPU lacks AVX-512 VBMI or VNNI, which the packed kernel needs");
+            return;
+        }
+        let (rows, n, k) = (2, 32, 512);
+        let mut rng = Rng::new(12, 0);
+        let x = activations(&mut rng, rows, k);
+        let w: Vec<u8> = (0..n * k / 2).map(|_| rng.below(256) as u8).collect();
+        // Codes 2^-123 to 2^-113: some products of activation and weight scale are subnormal, which a folded scale would not round.
+        let s = scale_codes_within(&mut rng, n * k / BLOCK, -118, 5);
+        let act = Fp8Rows::quantise(&x, k, LAYOUT);
+        let p = Packed::new(&w, &s, n, k).expect("a packable shape");
+        let refused = (0..rows)
+            .flat_map(|r| act.row_scales(r).to_vec())
+            .filter(|&sa| folded_scale(sa, 2f32.powi(-7), p.range).is_none());
+        assert!(refused.count() > 0, "some chunk takes the multiplied scales");
+        for launch in [
+            CpuLaunch::serial(),
+            CpuLaunch {
+                threads: 2,
+                ..CpuLaunch::serial()
+            },
+        ] {
+            let (got, want) = both(&x, &w, &s, n, k, &launch);
+            assert_eq!(got, want, "{launch}");
+        }
     }
 
     #[test]
