@@ -20,8 +20,6 @@ pub(super) struct ChunkPlanes {
     digits: [[i8; 64]; 6],
     /// Lane l: -12 times the sum of its eight A, digit 0's chain start (the weights enter as W + 12, unsigned).
     pub(super) init: [i32; 16],
-    /// Block b: the sum of lanes 4b..4b + 4 of `init`, a whole block's chain start.
-    pub(super) starts: [i32; 4],
 }
 
 impl ChunkPlanes {
@@ -43,6 +41,8 @@ pub(super) struct Planes {
     pub(super) exact: Vec<bool>,
     /// Exact chunks whose digits of A >> s fit two planes (every A a multiple of 2^s, the largest within `MAX_TWO << s`).
     pub(super) two: Vec<bool>,
+    /// Per chunk, block b's digit-0 chain start: the sum of lanes 4b..4b + 4 of its `init`.
+    pub(super) starts: Vec<[i32; 4]>,
 }
 
 impl Planes {
@@ -88,6 +88,7 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         units: Vec::with_capacity(chunks),
         exact: Vec::with_capacity(chunks),
         two: Vec::with_capacity(chunks),
+        starts: Vec::with_capacity(chunks),
     };
     let scale = _mm512_set1_ps(512.0);
     for c in 0..chunks {
@@ -117,13 +118,12 @@ pub(super) unsafe fn planes(a: &[u16], chunks: usize) -> Planes {
         let mut p = ChunkPlanes {
             digits: [[0; 64]; 6],
             init: [0; 16],
-            starts: [0; 4],
         };
         let sum = aq.iter().fold(_mm512_setzero_si512(), |s, &v| _mm512_add_epi32(s, v));
         let init = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12));
         // SAFETY: 16 ints.
         unsafe { _mm512_storeu_si512(p.init.as_mut_ptr() as *mut __m512i, init) };
-        p.starts = from_fn(|b| p.init[4 * b..4 * b + 4].iter().sum());
+        out.starts.push(from_fn(|b| p.init[4 * b..4 * b + 4].iter().sum()));
         // Byte p of A + 0x808080 is balanced digit p plus 128 (|A| <= MAX_A keeps the top byte 0).
         let biased: [__m512i; 8] = from_fn(|q| _mm512_add_epi32(aq[q], _mm512_set1_epi32(0x80_8080)));
         for (digit, gather) in GATHER.iter().enumerate() {

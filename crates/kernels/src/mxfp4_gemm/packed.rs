@@ -146,7 +146,7 @@ unsafe fn group(
             if planes.two[c] {
                 for (b, inner) in inner.iter_mut().enumerate() {
                     // SAFETY: the block's four words lie in the chunk.
-                    *inner = _mm512_cvtepi32_ps(unsafe { two_digit_block(pc, b, base, tw) });
+                    *inner = _mm512_cvtepi32_ps(unsafe { two_digit_block(pc, b, planes.starts[c][b], base, tw) });
                 }
             } else {
                 for (b, inner) in inner.iter_mut().enumerate() {
@@ -220,11 +220,17 @@ unsafe fn word(base: *const u8, l: usize) -> __m512i {
     unsafe { _mm512_loadu_si512(base.add(64 * l) as *const __m512i) }
 }
 
-/// Block b's exact integer sum per row over its four words, digits 0 and 1; digit 0's chain starts at the block's -12 * sum A, from the planes.
+/// Block b's exact integer sum per row over its four words, digits 0 and 1; digit 0's chain starts at `start`, the block's -12 * sum A.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-unsafe fn two_digit_block(pc: &super::exact::ChunkPlanes, b: usize, base: *const u8, tw: __m512i) -> __m512i {
-    let mut t0 = [_mm512_set1_epi32(pc.starts[b]), _mm512_setzero_si512()];
+unsafe fn two_digit_block(
+    pc: &super::exact::ChunkPlanes,
+    b: usize,
+    start: i32,
+    base: *const u8,
+    tw: __m512i,
+) -> __m512i {
+    let mut t0 = [_mm512_set1_epi32(start), _mm512_setzero_si512()];
     let mut t1 = [_mm512_setzero_si512(); 2];
     for l in 4 * b..4 * b + 4 {
         // SAFETY: the caller's chunk holds the block's words.
