@@ -74,9 +74,55 @@ pub(crate) fn halves_512() -> bool {
     *HALVES.get_or_init(halves_512_cpuid)
 }
 
-/// Whether the engine should hold 16-row packed copies of FP8 and MXFP4 weights here: where 512-bit operations split (Zen 4) the packed GEMVs stream faster; on Intel the row layout's did.
-pub fn packing_pays() -> bool {
-    halves_512()
+/// A weight format whose CPU kernels have a 16-row packed layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    Fp8,
+    Mxfp4,
+}
+
+/// Whether the engine should hold 16-row packed copies of weights of `format` here: `TENSORFOLD_CPU_PACKING` (`auto`, `on`, `off`) or, by default, `packing_default`.
+pub fn packing_pays(format: Packing) -> bool {
+    let runs = match format {
+        Packing::Fp8 => crate::fp8_gemm::packs(),
+        Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
+    };
+    runs && match packing_setting() {
+        Some(on) => on,
+        None => packing_default(format),
+    }
+}
+
+/// Where packing pays when not set: MXFP4 wherever its packed kernel runs; FP8 only where 512-bit operations split (Zen 4), since its packed kernel's VDPBF16PS is slow on Intel.
+pub fn packing_default(format: Packing) -> bool {
+    match format {
+        Packing::Fp8 => halves_512(),
+        Packing::Mxfp4 => true,
+    }
+}
+
+/// `TENSORFOLD_CPU_PACKING` as `on` (`Some(true)`), `off` (`Some(false)`) or `auto` (`None`); any other value warns once and counts as `auto`.
+fn packing_setting() -> Option<bool> {
+    static SETTING: OnceLock<Option<bool>> = OnceLock::new();
+    *SETTING.get_or_init(|| {
+        let value = std::env::var("TENSORFOLD_CPU_PACKING").ok()?;
+        parse_packing(&value).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; using auto");
+            None
+        })
+    })
+}
+
+/// Parses a `TENSORFOLD_CPU_PACKING` value.
+fn parse_packing(value: &str) -> Result<Option<bool>, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" => Ok(None),
+        "on" | "1" => Ok(Some(true)),
+        "off" | "0" => Ok(Some(false)),
+        _ => Err(format!(
+            "TENSORFOLD_CPU_PACKING={value:?} is not auto, on or off (set it to off to keep the checkpoint's row layout)"
+        )),
+    }
 }
 
 /// `halves_512` from CPUID, which traps to the hypervisor under KVM.
@@ -223,6 +269,29 @@ impl fmt::Display for CpuLaunch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packing_setting_reads_auto_on_off_and_names_the_fix_otherwise() {
+        assert_eq!(parse_packing("auto"), Ok(None));
+        assert_eq!(parse_packing(""), Ok(None));
+        assert_eq!(parse_packing(" ON "), Ok(Some(true)));
+        assert_eq!(parse_packing("0"), Ok(Some(false)));
+        assert_eq!(parse_packing("off"), Ok(Some(false)));
+        let e = parse_packing("yes").unwrap_err();
+        assert!(e.contains("\"yes\"") && e.contains("auto, on or off"), "{e}");
+        assert!(
+            packing_default(Packing::Mxfp4),
+            "MXFP4 packs wherever its packed kernel runs"
+        );
+        assert_eq!(packing_default(Packing::Fp8), halves_512());
+        for f in [Packing::Fp8, Packing::Mxfp4] {
+            let runs = match f {
+                Packing::Fp8 => crate::fp8_gemm::packs(),
+                Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
+            };
+            assert!(runs || !packing_pays(f), "{f:?} packs only where its kernel runs");
+        }
+    }
 
     #[test]
     fn serving_launches_split_only_work_that_repays_a_thread() {

@@ -1,6 +1,7 @@
 //! Typed views of a DeepSeek V4 checkpoint's tensors, named as in the checkpoint; quantised weights stay mapped.
 
 use tensorfold_formats::bf16;
+use tensorfold_kernels::cpu::{Packing, packing_pays};
 use tensorfold_kernels::{fp8_gemm, mxfp4_gemm};
 
 use crate::checkpoint::{Checkpoint, MappedBytes};
@@ -33,7 +34,7 @@ impl Fp8 {
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU (`packing_pays`) or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&fp8_gemm::Packed> {
         // A rank's dropped weight holds no bytes; CPUs where packing does not pay keep the row layout.
-        if self.codes.len() != self.out_dim * self.in_dim || !tensorfold_kernels::cpu::packing_pays() {
+        if self.codes.len() != self.out_dim * self.in_dim || !packing_pays(Packing::Fp8) {
             return None;
         }
         let pack = || fp8_gemm::Packed::new(&self.codes, &self.scales, self.out_dim, self.in_dim);
@@ -77,7 +78,7 @@ impl Mxfp4 {
     /// The weight in 16-row groups (packed on first use), or `None` where this CPU (`packing_pays`) or shape keeps the row layout.
     pub fn cpu_groups(&self) -> Option<&mxfp4_gemm::Packed> {
         // A rank's dropped weight holds no bytes; CPUs where packing does not pay keep the row layout.
-        if self.packed.len() != self.out_dim * self.in_dim / 2 || !tensorfold_kernels::cpu::packing_pays() {
+        if self.packed.len() != self.out_dim * self.in_dim / 2 || !packing_pays(Packing::Mxfp4) {
             return None;
         }
         let pack = || mxfp4_gemm::Packed::new(&self.packed, &self.scales, self.out_dim, self.in_dim);

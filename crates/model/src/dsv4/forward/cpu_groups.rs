@@ -1,5 +1,7 @@
 //! Packs every FP8 and MXFP4 weight the CPU's act-quantised GEMMs read into 16-row groups at load, so no pass pays for it.
 
+use tensorfold_kernels::cpu::{Packing, packing_pays};
+
 use super::Dsv4Model;
 use crate::dsv4::weights::{Attention, Block, Fp8, Mxfp4};
 
@@ -15,6 +17,14 @@ impl Weight<'_> {
         match self {
             Weight::Fp8(w) => (w.codes.len() + w.scales.len()) as u64,
             Weight::Mxfp4(w) => (w.packed.len() + w.scales.len()) as u64,
+        }
+    }
+
+    /// Its format, for `packing_pays`.
+    fn format(&self) -> Packing {
+        match self {
+            Weight::Fp8(_) => Packing::Fp8,
+            Weight::Mxfp4(_) => Packing::Mxfp4,
         }
     }
 
@@ -55,7 +65,7 @@ fn block<'a>(b: &'a Block, out: &mut Vec<Weight<'a>>) {
 impl Dsv4Model {
     /// Packs the weights the CPU's act-quantised GEMMs read, on `threads` threads (none where the semantics skip act_quant or packing does not pay); the bytes the copies hold.
     pub fn pack_for_cpu(&self, threads: usize) -> u64 {
-        if !self.semantics.act_quant_gemm_inputs || !tensorfold_kernels::cpu::packing_pays() {
+        if !self.semantics.act_quant_gemm_inputs {
             return 0;
         }
         let mut all = Vec::new();
@@ -65,6 +75,10 @@ impl Dsv4Model {
         for m in &self.weights.mtp {
             block(&m.block, &mut all);
             all.extend([&m.e_proj, &m.h_proj].map(Weight::Fp8));
+        }
+        all.retain(|w| packing_pays(w.format()));
+        if all.is_empty() {
+            return 0;
         }
         let bar = crate::progress::bytes(all.iter().map(Weight::source).sum(), "packing weights for the CPU");
         let pack = |w: &Weight<'_>| {
