@@ -81,16 +81,20 @@ pub enum Packing {
     Mxfp4,
 }
 
-/// Whether the engine should hold 16-row packed copies of weights of `format` here: `TENSORFOLD_CPU_PACKING` (`auto`, `on`, `off`) or, by default, `packing_default`.
+/// Whether the engine should hold 16-row packed copies of weights of `format` here: `TENSORFOLD_CPU_PACKING` (`auto`, `on`, `off`) or, by default, `packing_default`; asked once.
 pub fn packing_pays(format: Packing) -> bool {
-    let runs = match format {
-        Packing::Fp8 => crate::fp8_gemm::packs(),
-        Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
-    };
-    runs && match packing_setting() {
-        Some(on) => on,
-        None => packing_default(format),
-    }
+    static PAYS: OnceLock<[bool; 2]> = OnceLock::new();
+    let pays = PAYS.get_or_init(|| {
+        let setting = packing_setting();
+        [Packing::Fp8, Packing::Mxfp4].map(|f| {
+            let runs = match f {
+                Packing::Fp8 => crate::fp8_gemm::packs(),
+                Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
+            };
+            runs && setting.unwrap_or_else(|| packing_default(f))
+        })
+    });
+    pays[format as usize]
 }
 
 /// Where packing pays when not set: MXFP4 wherever its packed kernel runs; FP8 only where 512-bit operations split (Zen 4), since its packed kernel's VDPBF16PS is slow on Intel.
@@ -101,15 +105,12 @@ pub fn packing_default(format: Packing) -> bool {
     }
 }
 
-/// `TENSORFOLD_CPU_PACKING` as `on` (`Some(true)`), `off` (`Some(false)`) or `auto` (`None`); any other value warns once and counts as `auto`.
+/// `TENSORFOLD_CPU_PACKING` as `on` (`Some(true)`), `off` (`Some(false)`) or `auto` (`None`); any other value warns and counts as `auto`.
 fn packing_setting() -> Option<bool> {
-    static SETTING: OnceLock<Option<bool>> = OnceLock::new();
-    *SETTING.get_or_init(|| {
-        let value = std::env::var("TENSORFOLD_CPU_PACKING").ok()?;
-        parse_packing(&value).unwrap_or_else(|e| {
-            eprintln!("warning: {e}; using auto");
-            None
-        })
+    let value = std::env::var("TENSORFOLD_CPU_PACKING").ok()?;
+    parse_packing(&value).unwrap_or_else(|e| {
+        eprintln!("warning: {e}; using auto");
+        None
     })
 }
 
