@@ -81,24 +81,28 @@ pub enum Packing {
     Mxfp4,
 }
 
+impl Packing {
+    /// Whether this CPU runs the format's packed kernel (where it does not, its `Packed::new` gives `None`).
+    fn kernel_runs(self) -> bool {
+        match self {
+            Packing::Fp8 => crate::fp8_gemm::packs(),
+            Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
+        }
+    }
+}
+
 /// Whether the engine should hold 16-row packed copies of weights of `format` here: `TENSORFOLD_CPU_PACKING` (`auto`, `on`, `off`) or, by default, `packing_default`; asked once.
 pub fn packing_pays(format: Packing) -> bool {
     static PAYS: OnceLock<[bool; 2]> = OnceLock::new();
     let pays = PAYS.get_or_init(|| {
         let setting = packing_setting();
-        [Packing::Fp8, Packing::Mxfp4].map(|f| {
-            let runs = match f {
-                Packing::Fp8 => crate::fp8_gemm::packs(),
-                Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
-            };
-            runs && setting.unwrap_or_else(|| packing_default(f))
-        })
+        [Packing::Fp8, Packing::Mxfp4].map(|f| f.kernel_runs() && setting.unwrap_or_else(|| packing_default(f)))
     });
     pays[format as usize]
 }
 
 /// Where packing pays when not set: MXFP4 wherever its packed kernel runs; FP8 only where 512-bit operations split (Zen 4), since its packed kernel's VDPBF16PS is slow on Intel.
-pub fn packing_default(format: Packing) -> bool {
+fn packing_default(format: Packing) -> bool {
     match format {
         Packing::Fp8 => halves_512(),
         Packing::Mxfp4 => true,
@@ -286,11 +290,10 @@ mod tests {
         );
         assert_eq!(packing_default(Packing::Fp8), halves_512());
         for f in [Packing::Fp8, Packing::Mxfp4] {
-            let runs = match f {
-                Packing::Fp8 => crate::fp8_gemm::packs(),
-                Packing::Mxfp4 => crate::mxfp4_gemm::packs(),
-            };
-            assert!(runs || !packing_pays(f), "{f:?} packs only where its kernel runs");
+            assert!(
+                f.kernel_runs() || !packing_pays(f),
+                "{f:?} packs only where its kernel runs"
+            );
         }
     }
 
