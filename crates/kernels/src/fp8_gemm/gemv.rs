@@ -7,7 +7,7 @@ use std::ops::Range;
 use tensorfold_formats::e8m0;
 
 use super::cpu::BLOCK;
-use super::x86::{TO_TOP, block_ptrs, block4, bytes4, prefetch, prefetch_l2};
+use super::x86::{block_acts, block_ptrs, block4, bytes4, prefetch, prefetch_l2};
 use crate::gemm::x86::{bf16_pair8, reduce4, reduce4x8};
 
 /// Bytes ahead in each of the four streams that a pass asks the cache for.
@@ -27,11 +27,14 @@ pub unsafe fn gemv_avx512(
     cols: Range<usize>,
     out: &mut [f32],
 ) {
-    assert!(a.len() >= k.div_ceil(BLOCK) * BLOCK);
-    // SAFETY: each load reads one 64-byte static row.
-    let top = [0, 1, 2].map(|p| unsafe { _mm512_loadu_si512(TO_TOP[p].as_ptr() as *const __m512i) });
-    // SAFETY: block kb of the activations exists (asserted above); `streamed` hands whole (or padded) weight blocks.
-    let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4(a.as_ptr().add(kb * BLOCK), wb, &top) };
+    let blocks = k.div_ceil(BLOCK);
+    assert!(a.len() >= blocks * BLOCK);
+    // SAFETY: `blocks` whole blocks of activations, asserted above.
+    let act: Vec<[__m512; 8]> = (0..blocks)
+        .map(|kb| unsafe { block_acts(a.as_ptr().add(kb * BLOCK)) })
+        .collect();
+    // SAFETY: `streamed` hands whole (or padded) weight blocks.
+    let lanes = |kb: usize, wb: &[*const u8; 4]| unsafe { block4(&act[kb], wb) };
     streamed(sa, w, w_scale, k, cols, out, lanes, |t| reduce4(t));
 }
 
@@ -224,6 +227,7 @@ mod tests {
     /// The GEMV entries under test.
     #[derive(Clone, Copy, Debug)]
     enum Entry {
+        Avx512,
         Avx2,
         Avx2Vl,
         Bf16,
@@ -249,6 +253,7 @@ mod tests {
         // SAFETY: the caller checked the entry's features.
         unsafe {
             match entry {
+                Entry::Avx512 => gemv_avx512(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got),
                 Entry::Avx2 => gemv_avx2(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got),
                 Entry::Avx2Vl => gemv_avx2_vl(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got),
                 Entry::Bf16 => gemv_bf16(&a, &sa, &w, &w_scale, k, cols.clone(), &mut got, false),
@@ -291,6 +296,15 @@ mod tests {
         let (got, want) = both(40, 384, 0..40, 5, true, entry);
         assert!(got.iter().any(|b| f32::from_bits(*b).is_nan()));
         assert_eq!(got, want, "with NaN codes, {entry:?}");
+    }
+
+    #[test]
+    fn avx512_gemv_gives_the_row_paths_bits() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
+            eprintln!("skipped: this CPU has no AVX-512 BW");
+            return;
+        }
+        check(Entry::Avx512);
     }
 
     #[test]

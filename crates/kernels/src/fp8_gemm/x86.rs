@@ -175,49 +175,43 @@ impl RowScales<'_> {
 /// Rows at most this long are prefetched four at a time in address order, longer ones row by row.
 const SHORT_ROW: usize = 1024;
 
-/// `vpshufb` controls moving byte `P` of every 32-bit lane to the lane's top byte and zeroing the other three.
-const fn to_top(p: usize) -> [u8; 64] {
-    let mut t = [0x80u8; 64];
-    let mut i = 0;
-    while i < 16 {
-        t[4 * i + 3] = (4 * (i % 4) + p) as u8;
-        i += 1;
-    }
-    t
-}
-
-pub(super) static TO_TOP: [[u8; 64]; 3] = [to_top(0), to_top(1), to_top(2)];
-
-/// The four vectors of `byte16` for 64 codes, bytes moved up by `vpshufb` (port 5) rather than shifts (port 0).
+/// The four vectors of `byte16` for 64 codes, from two 16-bit arithmetic shifts that put a word's top byte at bits 4..11, as `bytes4`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn decode64(d: __m512i, top: &[__m512i; 3]) -> [__m512; 4] {
+fn bytes16(d: __m512i) -> [__m512; 4] {
     let bits = _mm512_set1_epi32(E4M3_BITS);
-    let f = |x: __m512i| _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32::<4>(x), bits));
+    let odd = _mm512_srai_epi16::<4>(d);
+    let even = _mm512_srai_epi16::<4>(_mm512_slli_epi16::<8>(d));
+    let f = |x: __m512i| _mm512_castsi512_ps(_mm512_and_si512(x, bits));
     [
-        f(_mm512_shuffle_epi8(d, top[0])),
-        f(_mm512_shuffle_epi8(d, top[1])),
-        f(_mm512_shuffle_epi8(d, top[2])),
-        f(d),
+        f(_mm512_slli_epi32::<16>(even)),
+        f(_mm512_slli_epi32::<16>(odd)),
+        f(even),
+        f(odd),
     ]
 }
 
-/// One block's lane vectors for four weight rows against one activation row, as `lanes16`; the activations are decoded once.
+/// A block's eight activation vectors in the order `block4` uses them: 4 chunk + p.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn block_acts(a: *const u16) -> [__m512; 8] {
+    // SAFETY: the caller guarantees a whole block (128 values) at `a`.
+    let [[a1, a0], [a3, a2], [b1, b0], [b3, b2]] = unsafe { [0, 32, 64, 96].map(|o| bf16_pair16(a.add(o))) };
+    [a0, a1, a2, a3, b0, b1, b2, b3]
+}
+
+/// One block's lane vectors for four weight rows against one activation row (`act` from `block_acts`), as `lanes16` per row.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(super) unsafe fn block4(a: *const u16, w: &[*const u8; 4], top: &[__m512i; 3]) -> [__m512; 4] {
+pub(super) unsafe fn block4(act: &[__m512; 8], w: &[*const u8; 4]) -> [__m512; 4] {
     let mut l = [_mm512_setzero_ps(); 4];
     for chunk in 0..2 {
-        // SAFETY: the caller guarantees a whole block (128 values, 128 bytes) behind every pointer.
-        let ([a1, a0], [a3, a2]) = unsafe { (bf16_pair16(a.add(64 * chunk)), bf16_pair16(a.add(64 * chunk + 32))) };
         for (l, w) in l.iter_mut().zip(w) {
-            // SAFETY: as above.
+            // SAFETY: the caller guarantees a whole block (128 bytes) behind every pointer.
             let d = unsafe { _mm512_loadu_si512(w.add(64 * chunk) as *const __m512i) };
-            let wv = decode64(d, top);
-            *l = _mm512_fmadd_ps(a0, wv[0], *l);
-            *l = _mm512_fmadd_ps(a1, wv[1], *l);
-            *l = _mm512_fmadd_ps(a2, wv[2], *l);
-            *l = _mm512_fmadd_ps(a3, wv[3], *l);
+            for (p, wv) in bytes16(d).into_iter().enumerate() {
+                *l = _mm512_fmadd_ps(act[4 * chunk + p], wv, *l);
+            }
         }
     }
     l
@@ -231,8 +225,6 @@ pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) 
     assert!(scales.sa.len() >= blocks && scales.swt.len() >= blocks * GROUP);
     assert!(scales.off + w.len().next_multiple_of(4) <= GROUP);
     assert!(w.iter().all(|r| r.len() == k));
-    // SAFETY: each load reads one 64-byte static row.
-    let top = [0, 1, 2].map(|p| unsafe { _mm512_loadu_si512(TO_TOP[p].as_ptr() as *const __m512i) });
     let mut out = [0f32; PAIRS];
     for g in (0..w.len()).step_by(4) {
         let rows: [&[u8]; 4] = from_fn(|j| w[(g + j).min(w.len() - 1)]);
@@ -253,7 +245,7 @@ pub unsafe fn rows_avx512(a: &[u16], w: &[&[u8]], k: usize, scales: &RowScales) 
                 }
             }
             // SAFETY: block kb of the activations exists; every weight pointer has a whole (or padded) block.
-            let inner = reduce4(unsafe { block4(a.as_ptr().add(kb * BLOCK), &wb, &top) });
+            let inner = reduce4(unsafe { block4(&block_acts(a.as_ptr().add(kb * BLOCK)), &wb) });
             // SAFETY: swt holds `blocks` rows of 16 scales; off + g + 4 <= 16, asserted above.
             let sw = unsafe { _mm_loadu_ps(scales.swt.as_ptr().add(kb * GROUP + scales.off + g)) };
             acc = _mm_fmadd_ps(inner, _mm_mul_ps(_mm_set1_ps(scales.sa[kb]), sw), acc);
@@ -433,6 +425,37 @@ mod tests {
                     unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
                     o.map(f32::to_bits)
                 };
+                assert_eq!(bits(got[p]), bits(want[p]), "base {base} byte {p}");
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn both16(d: __m512i) -> ([__m512; 4], [__m512; 4]) {
+        (
+            bytes16(d),
+            [byte16::<0>(d), byte16::<1>(d), byte16::<2>(d), byte16::<3>(d)],
+        )
+    }
+
+    #[test]
+    fn avx512_word_shift_decode_is_the_byte_decode_for_every_code_in_every_position() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")) {
+            eprintln!("skipped: this CPU has no AVX-512 BW");
+            return;
+        }
+        for base in (0..256).step_by(64) {
+            // Lane l holds code base + l + 80p at byte p, so every code sits in every position once over the loop.
+            let bytes: [u8; 64] = from_fn(|i| (base + i % 4 * 16 + i / 4 + i % 4 * 64) as u8);
+            // SAFETY: 64 bytes; avx512f and avx512bw are present, checked above.
+            let (got, want) = unsafe { both16(_mm512_loadu_si512(bytes.as_ptr() as *const __m512i)) };
+            let bits = |v: __m512| -> [u32; 16] {
+                let mut o = [0f32; 16];
+                // SAFETY: 16 floats.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), v) };
+                o.map(f32::to_bits)
+            };
+            for p in 0..4 {
                 assert_eq!(bits(got[p]), bits(want[p]), "base {base} byte {p}");
             }
         }
