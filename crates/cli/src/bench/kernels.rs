@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 use serde_json::json;
+use tensorfold_formats::e4m3;
 use tensorfold_kernels::Faults;
 use tensorfold_kernels::bf16_gemm::bf16_gemm;
 use tensorfold_kernels::cpu::{CpuLaunch, SimdPath, par_chunks_mut};
@@ -287,6 +288,8 @@ fn specs() -> Vec<(&'static str, usize, usize, usize)> {
         ("fp8 gemv wq_b", 32768, 1024, 1),
         ("fp8 gemv wo_b", 4096, 8192, 1),
         ("fp8 gemv shared w1", 2048, 4096, 1),
+        ("fp8 gemv cached gaussian", 1024, 512, 1),
+        ("fp8 gemv w1 gaussian", 2048, 4096, 1),
         ("fp8 gemm shared w1", 2048, 4096, 64),
         ("fp8 gemv packed cached", 1024, 512, 1),
         ("fp8 gemv packed wq_b", 32768, 1024, 1),
@@ -362,7 +365,10 @@ fn build<'a>((name, n, k, rows): (&'static str, usize, usize, usize), working_se
                 read: Box::new(move |i, t| paired_read(&w[i].parts(), t)),
             };
         }
-        let w: Rc<Vec<Weights>> = Rc::new((0..copies).map(|_| place(fp8_codes(&mut seed, n * k), huge)).collect());
+        // Gaussian copies share one draw (only their pages differ): drawing is slow and the kernel's work is the same.
+        let gaussian = name.ends_with("gaussian").then(|| gaussian_codes(&mut seed, n * k));
+        let codes = |seed: &mut u64| gaussian.clone().unwrap_or_else(|| fp8_codes(seed, n * k));
+        let w: Rc<Vec<Weights>> = Rc::new((0..copies).map(|_| place(codes(&mut seed), huge)).collect());
         let s = Rc::new(vec![115u8; scales]);
         let (cw, cs) = (Rc::clone(&w), Rc::clone(&s));
         return Bench {
@@ -523,6 +529,25 @@ fn fp8_codes(seed: &mut u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// FP8 codes of Gaussian weights quantised as checkpoints are, each 16384 values to a largest magnitude of 448: about one code in 10^4 subnormal.
+fn gaussian_codes(seed: &mut u64, len: usize) -> Vec<u8> {
+    let unit = |b: &[u8]| (u64::from_le_bytes(b.try_into().expect("8 bytes")) >> 11) as f64 / (1u64 << 53) as f64;
+    let z: Vec<f64> = noise(seed, 16 * len.div_ceil(2))
+        .chunks_exact(16)
+        .flat_map(|p| {
+            let (r, t) = ((-2.0 * (1.0 - unit(&p[..8])).ln()).sqrt(), std::f64::consts::TAU * unit(&p[8..]));
+            [r * t.cos(), r * t.sin()]
+        })
+        .take(len)
+        .collect();
+    let mut out = Vec::with_capacity(len);
+    for block in z.chunks(16384) {
+        let s = 448.0 / block.iter().fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
+        out.extend(block.iter().map(|v| e4m3::encode((v * s) as f32)));
+    }
+    out
+}
+
 /// The read-bandwidth yardstick's buffer, held for the whole run so each row is measured beside its own read.
 struct ReadBuffer(Weights);
 
@@ -618,4 +643,21 @@ fn sum_plain(part: &[u64]) -> u64 {
         }
     }
     acc.iter().fold(rest, |a, &b| a.wrapping_add(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaussian_codes_hold_subnormals_as_rarely_as_a_quantised_checkpoint() {
+        let codes = gaussian_codes(&mut 7, 1 << 20);
+        let count = |f: fn(u8) -> bool| codes.iter().filter(|&&c| f(c)).count();
+        let subnormal = count(|c| c & 0x78 == 0 && c & 0x07 != 0);
+        assert!((30..=300).contains(&subnormal), "{subnormal} subnormal codes in 2^20");
+        assert_eq!(count(|c| c & 0x7F == 0x7F), 0, "no NaN codes");
+        let top = count(|c| c & 0x7F == 0x7E);
+        assert!((64..1024).contains(&top), "each 16384-block's largest magnitude is 448: {top}");
+        assert!(fp8_codes(&mut 7, 1 << 20).iter().all(|c| c & 0x78 != 0), "the other rows' codes hold none");
+    }
 }
