@@ -535,7 +535,10 @@ fn gaussian_codes(seed: &mut u64, len: usize) -> Vec<u8> {
     let z: Vec<f64> = noise(seed, 16 * len.div_ceil(2))
         .chunks_exact(16)
         .flat_map(|p| {
-            let (r, t) = ((-2.0 * (1.0 - unit(&p[..8])).ln()).sqrt(), std::f64::consts::TAU * unit(&p[8..]));
+            let (r, t) = (
+                (-2.0 * (1.0 - unit(&p[..8])).ln()).sqrt(),
+                std::f64::consts::TAU * unit(&p[8..]),
+            );
             [r * t.cos(), r * t.sin()]
         })
         .take(len)
@@ -657,7 +660,13 @@ mod tests {
         assert!((30..=300).contains(&subnormal), "{subnormal} subnormal codes in 2^20");
         assert_eq!(count(|c| c & 0x7F == 0x7F), 0, "no NaN codes");
         let top = count(|c| c & 0x7F == 0x7E);
-        assert!((64..1024).contains(&top), "each 16384-block's largest magnitude is 448: {top}");
-        assert!(fp8_codes(&mut 7, 1 << 20).iter().all(|c| c & 0x78 != 0), "the other rows' codes hold none");
+        assert!(
+            (64..1024).contains(&top),
+            "each 16384-block's largest magnitude is 448: {top}"
+        );
+        assert!(
+            fp8_codes(&mut 7, 1 << 20).iter().all(|c| c & 0x78 != 0),
+            "the other rows' codes hold none"
+        );
     }
 }
