@@ -446,7 +446,7 @@ mod tests {
         }
         for base in (0..256).step_by(64) {
             // Lane l holds code base + l + 80p at byte p, so every code sits in every position once over the loop.
-            let bytes: [u8; 64] = from_fn(|i| (base + i % 4 * 16 + i / 4 + i % 4 * 64) as u8);
+            let bytes: [u8; 64] = from_fn(|i| (base + i / 4 + i % 4 * 80) as u8);
             // SAFETY: 64 bytes; avx512f and avx512bw are present, checked above.
             let (got, want) = unsafe { both16(_mm512_loadu_si512(bytes.as_ptr() as *const __m512i)) };
             let bits = |v: __m512| -> [u32; 16] {
