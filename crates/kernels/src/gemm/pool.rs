@@ -38,31 +38,49 @@ impl Latch {
     }
 }
 
-/// One part to run on a worker: borrowed data whose lifetime `run_parts` guarantees by waiting on the latch.
-struct Task {
+/// One part offered to the workers: whoever takes it first runs it, a worker or the caller once its own part is done.
+struct Claim {
+    taken: AtomicBool,
     run: *const (dyn Fn() + Sync),
     latch: *const Latch,
 }
 
-// SAFETY: the pointees are Sync and outlive the task (the submitter waits on the latch before returning).
-unsafe impl Send for Task {}
+// SAFETY: the pointees are Sync; a worker dereferences them only after taking the claim, and the submitter waits on the latch for every part a worker took.
+unsafe impl Send for Claim {}
+// SAFETY: as above; `taken` is the only field written after the claim is made.
+unsafe impl Sync for Claim {}
 
+impl Claim {
+    /// Whether this call took the part (only the first does).
+    fn take(&self) -> bool {
+        !self.taken.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// A claim as a worker receives it.
+struct Task(Arc<Claim>);
+
+/// Workers that take parts from one queue; they end when the pool is dropped.
 struct Pool {
     tx: Mutex<Sender<Task>>,
     rx: Arc<Mutex<Receiver<Task>>>,
     workers: Mutex<usize>,
 }
 
-fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| {
+impl Pool {
+    fn new() -> Pool {
         let (tx, rx) = channel();
         Pool {
             tx: Mutex::new(tx),
             rx: Arc::new(Mutex::new(rx)),
             workers: Mutex::new(0),
         }
-    })
+    }
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(Pool::new)
 }
 
 /// How long a worker polls for the next part, and the caller for the last part to end, before sleeping (yielding between polls).
@@ -90,8 +108,12 @@ fn worker(rx: Arc<Mutex<Receiver<Task>>>) {
                 None => return,
             }
         };
-        // SAFETY: the submitter keeps both pointees alive until the latch reaches zero.
-        let (run, latch) = unsafe { (&*task.run, &*task.latch) };
+        if !task.0.take() {
+            // The caller ran this part itself; its borrows may be gone, so nothing behind the claim is read.
+            continue;
+        }
+        // SAFETY: the submitter keeps both pointees alive until the latch counts this part.
+        let (run, latch) = unsafe { (&*task.0.run, &*task.0.latch) };
         if catch_unwind(AssertUnwindSafe(run)).is_err() {
             latch.panicked.store(true, Ordering::SeqCst);
         }
@@ -99,8 +121,13 @@ fn worker(rx: Arc<Mutex<Receiver<Task>>>) {
     }
 }
 
-/// Runs every part once, the first on the calling thread and the rest on pool workers; returns when all finished.
+/// Runs every part once, the first on the calling thread and the rest on pool workers (or on the caller, where no worker has taken one by the time its own part ends); returns when all finished.
 pub fn run_parts(parts: &[&(dyn Fn() + Sync)]) {
+    run_parts_on(pool(), parts);
+}
+
+/// `run_parts` on the workers of `pool`.
+fn run_parts_on(pool: &Pool, parts: &[&(dyn Fn() + Sync)]) {
     let Some((first, rest)) = parts.split_first() else {
         return;
     };
@@ -108,7 +135,6 @@ pub fn run_parts(parts: &[&(dyn Fn() + Sync)]) {
         first();
         return;
     }
-    let pool = pool();
     {
         let mut workers = pool.workers.lock().unwrap_or_else(|e| e.into_inner());
         while *workers < rest.len() {
@@ -125,16 +151,35 @@ pub fn run_parts(parts: &[&(dyn Fn() + Sync)]) {
         done: Condvar::new(),
         panicked: AtomicBool::new(false),
     };
-    {
-        let tx = pool.tx.lock().unwrap_or_else(|e| e.into_inner());
-        for part in rest {
-            // SAFETY: erases the borrow's lifetime; `latch.wait()` below outlives every use.
+    let claims: Vec<Arc<Claim>> = rest
+        .iter()
+        .map(|part| {
+            // SAFETY: erases the borrow's lifetime; a worker uses it only after taking the claim, and `latch.wait()` below waits for such parts.
             let run: *const (dyn Fn() + Sync + 'static) =
                 unsafe { std::mem::transmute(*part as *const (dyn Fn() + Sync)) };
-            tx.send(Task { run, latch: &latch }).expect("the GEMM pool is alive");
+            Arc::new(Claim {
+                taken: AtomicBool::new(false),
+                run,
+                latch: &latch,
+            })
+        })
+        .collect();
+    {
+        let tx = pool.tx.lock().unwrap_or_else(|e| e.into_inner());
+        for claim in &claims {
+            tx.send(Task(Arc::clone(claim))).expect("the GEMM pool is alive");
         }
     }
     let mine = catch_unwind(AssertUnwindSafe(first));
+    // Parts no worker has taken yet run here (or, after a panic, are dropped), so a worker without a core does not hold up the call.
+    for (claim, part) in claims.iter().zip(rest) {
+        if claim.take() {
+            if mine.is_ok() && catch_unwind(AssertUnwindSafe(part)).is_err() {
+                latch.panicked.store(true, Ordering::SeqCst);
+            }
+            latch.finish();
+        }
+    }
     latch.wait();
     if let Err(e) = mine {
         resume_unwind(e);
@@ -183,5 +228,39 @@ mod tests {
         let fine = || {};
         let parts: [&(dyn Fn() + Sync); 2] = [&fine, &bad];
         assert!(catch_unwind(AssertUnwindSafe(|| run_parts(&parts))).is_err());
+    }
+
+    #[test]
+    fn a_part_no_worker_takes_runs_on_the_caller() {
+        let pool = Pool::new();
+        let (started, release) = (AtomicBool::new(false), AtomicBool::new(false));
+        let ran_on = Mutex::new(None);
+        std::thread::scope(|s| {
+            // The pool's only worker is held by a part that ends once released (or after 5 s).
+            s.spawn(|| {
+                let hold = || {
+                    started.store(true, Ordering::SeqCst);
+                    let t = Instant::now();
+                    while !release.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                };
+                // The caller's own part waits until the worker has taken `hold`, so the caller cannot take it.
+                let first = || {
+                    while !started.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                };
+                run_parts_on(&pool, &[&first, &hold]);
+            });
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let mine = || {};
+            let other = || *ran_on.lock().unwrap() = Some(std::thread::current().id());
+            run_parts_on(&pool, &[&mine, &other]);
+            release.store(true, Ordering::SeqCst);
+        });
+        assert_eq!(*ran_on.lock().unwrap(), Some(std::thread::current().id()));
     }
 }
