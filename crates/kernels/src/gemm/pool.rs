@@ -185,7 +185,7 @@ fn run_parts_on(pool: &Pool, parts: &[&(dyn Fn() + Sync)]) {
         resume_unwind(e);
     }
     if latch.panicked.load(Ordering::SeqCst) {
-        panic!("a GEMM worker thread panicked");
+        panic!("a part of a split GEMM panicked");
     }
 }
 
