@@ -269,15 +269,14 @@ pub fn records(backend: Backend, cuda: Option<&CudaKernel>) -> Vec<Launch> {
     }
 }
 
-/// `records`, and on the CPU, where this CPU runs the kernel's packed weights (`packs`), the best path's records once more with `packed` set.
-pub fn records_packed(backend: Backend, cuda: Option<&CudaKernel>, packs: bool) -> Vec<Launch> {
+/// `records`, and on the CPU the records of each path in `paths` (those whose launches run a packed form of the kernel here) once more with `packed` set.
+pub fn records_packed(backend: Backend, cuda: Option<&CudaKernel>, paths: &[crate::cpu::SimdPath]) -> Vec<Launch> {
     let mut out = records(backend, cuda);
-    if backend == Backend::Cpu && packs {
-        let best = crate::cpu::SimdPath::best();
+    if backend == Backend::Cpu {
         let again: Vec<Launch> = out
             .iter()
             .filter_map(|l| match l {
-                Launch::Cpu(c) if c.simd == best => Some(Launch::Cpu(CpuLaunch { packed: true, ..*c })),
+                Launch::Cpu(c) if paths.contains(&c.simd) => Some(Launch::Cpu(CpuLaunch { packed: true, ..*c })),
                 _ => None,
             })
             .collect();

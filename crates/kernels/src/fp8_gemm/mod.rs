@@ -121,7 +121,8 @@ impl Kernel for Fp8Gemm {
 
     /// The CPU records once more with the weights packed, where this CPU runs that kernel.
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::records_packed(backend, self.cuda(), packs())
+        let paths: Vec<_> = packs().then_some(crate::cpu::SimdPath::best()).into_iter().collect();
+        crate::contract::records_packed(backend, self.cuda(), &paths)
     }
 
     fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {

@@ -20,20 +20,20 @@ const MAX_TWO: i32 = 0x7F7F;
 #[repr(C, align(32))]
 pub(super) struct ChunkDigits {
     /// Plane p, half h, byte 4l + j: digit p of element 8l + 2j + h (the word's nibble 2j + h).
-    d: [[[i8; 64]; 2]; 3],
+    pub(super) d: [[[i8; 64]; 2]; 3],
     /// Lane l: -12 times the sum of its eight A (the weights enter as W + 12, unsigned).
-    offset: [i32; 16],
+    pub(super) offset: [i32; 16],
     /// Word 8g + 4b + q: the offset of block 2g + b (its four lanes' offsets), once for each of four columns.
-    block_offset: [i32; 16],
+    pub(super) block_offset: [i32; 16],
 }
 
 /// Digits of every chunk of one activation row, and which chunks take the integer path and with how many digits.
 pub(super) struct Digits {
-    chunks: Vec<ChunkDigits>,
-    exact: Vec<bool>,
-    three: Vec<bool>,
+    pub(super) chunks: Vec<ChunkDigits>,
+    pub(super) exact: Vec<bool>,
+    pub(super) three: Vec<bool>,
     /// s where the digits are those of A >> s (two-digit chunks whose every A is a multiple of 2^s), else 0.
-    shift: Vec<i32>,
+    pub(super) shift: Vec<i32>,
 }
 
 impl Digits {
@@ -138,6 +138,17 @@ fn hmax_epu32(v: __m256i) -> u32 {
     let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0x4E>(m));
     let m = _mm_max_epu32(m, _mm_shuffle_epi32::<0xB1>(m));
     _mm_cvtsi128_si32(m) as u32
+}
+
+/// Which VPDPBUSD the AVX2 lanes use: 1 AVX-VNNI's, 2 AVX-512 VNNI's 256-bit form, 0 none (VPMADDUBSW).
+pub(super) fn vnni_form() -> u8 {
+    if is_x86_feature_detected!("avxvnni") {
+        return 1;
+    }
+    let wide = is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni");
+    2 * u8::from(wide)
 }
 
 /// One chunk's digit planes and offsets at lane 8g, loaded once for every column: the lanes' for three digits, the blocks' for two.
@@ -343,7 +354,7 @@ unsafe fn lanes_fma(a: *const u16, bytes: &[u8; CHUNK_BYTES], mag: __m256) -> [_
 /// Byte p of each word of `v` (an e8m0 code, not 0 or 255) as its scale, `code << 23`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn plain_scale(v: __m256i, p: usize) -> __m256 {
+pub(super) fn plain_scale(v: __m256i, p: usize) -> __m256 {
     let bits = match p {
         0 => _mm256_slli_epi32::<23>(v),
         1 => _mm256_slli_epi32::<15>(v),

@@ -159,16 +159,7 @@ pub unsafe fn gemv_avx2(
             false => decode_scales(rows, swt),
         }
     };
-    let vnni = match is_x86_feature_detected!("avxvnni") {
-        true => 1,
-        false => {
-            u8::from(
-                is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512vl")
-                    && is_x86_feature_detected!("avx512vnni"),
-            ) * 2
-        }
-    };
+    let vnni = exact2::vnni_form();
     // SAFETY: as above, AVX-VNNI or AVX-512 VL and VNNI checked where used; the kernels check what they read.
     let rows = |swt: &[f32], rows: &[&[u8]; PAIRS]| unsafe {
         match vnni {

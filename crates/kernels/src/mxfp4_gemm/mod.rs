@@ -13,6 +13,8 @@ mod gemv;
 mod grouped;
 #[cfg(target_arch = "x86_64")]
 mod packed;
+#[cfg(target_arch = "x86_64")]
+mod packed2;
 mod slots;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod testdata;
@@ -24,7 +26,7 @@ pub use cuda::{
     GROUP_ROWS, mxfp4_gemm_cuda, mxfp4_gemm_grouped_cuda, mxfp4_gemm_slots_cuda, mxfp4_gemm_slots_quantised_cuda,
 };
 #[cfg(target_arch = "x86_64")]
-pub use packed::{Packed, mxfp4_gemm_packed, packs};
+pub use packed::{Packed, mxfp4_gemm_packed, packed_paths, packs};
 
 use std::sync::OnceLock;
 
@@ -51,7 +53,13 @@ pub fn packs() -> bool {
     false
 }
 
-/// Packed MXFP4 weights, which only x86-64 CPUs with AVX-512 VBMI and VNNI make: none exist here.
+/// The paths whose launches run a packed form here: none.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn packed_paths() -> Vec<crate::cpu::SimdPath> {
+    Vec::new()
+}
+
+/// Packed MXFP4 weights, which only x86-64 CPUs with AVX2 make: none exist here.
 #[cfg(not(target_arch = "x86_64"))]
 #[derive(Debug)]
 pub enum Packed {}
@@ -181,9 +189,9 @@ impl Kernel for Mxfp4Gemm {
         vec![y]
     }
 
-    /// The CPU records once more with the weights packed, where this CPU runs that kernel.
+    /// The CPU records of each path with a packed form here once more with the weights packed.
     fn launches(&self, backend: Backend) -> Vec<Launch> {
-        crate::contract::records_packed(backend, self.cuda(), packs())
+        crate::contract::records_packed(backend, self.cuda(), &packed_paths())
     }
 
     fn cuda(&self) -> Option<&'static crate::cuda::CudaKernel> {

@@ -3,10 +3,11 @@
 use std::arch::x86_64::*;
 use std::array::from_fn;
 
-use super::cpu::{BLOCK, CHUNK, LAYOUT};
+use super::cpu::{BLOCK, CHUNK, LAYOUT, one_row_path};
 use super::exact::{Planes, WEIGHT_TABLE, available, planes};
+use super::exact2::{Digits, digits};
 use super::x86::{CHUNK_BYTES, act16, plain_scales};
-use crate::cpu::CpuLaunch;
+use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
 use crate::gemm::GROUP;
 use crate::gemm::act::Fp8Rows;
@@ -15,12 +16,12 @@ use tensorfold_formats::e2m1;
 
 /// An MXFP4 weight [n, k] packed by groups of 16 rows: word l of chunk c of row 16g + r at word (g, c, l, r); scale codes of chunk c's four blocks as word (g, c, r).
 pub struct Packed {
-    bytes: Vec<u8>,
-    codes: Vec<u8>,
+    pub(super) bytes: Vec<u8>,
+    pub(super) codes: Vec<u8>,
     /// The smallest and largest scale code.
-    range: [u32; 2],
-    n: usize,
-    k: usize,
+    pub(super) range: [u32; 2],
+    pub(super) n: usize,
+    pub(super) k: usize,
 }
 
 impl std::fmt::Debug for Packed {
@@ -37,7 +38,7 @@ impl Packed {
 
     /// `new`; the control `packed_row_swap` packs rows 0 and 1 of every group in each other's place.
     pub fn planted(w: &[u8], w_scale: &[u8], n: usize, k: usize, faults: Faults) -> Option<Packed> {
-        if !available() || n == 0 || !n.is_multiple_of(ROWS) || k == 0 || !k.is_multiple_of(CHUNK) {
+        if !packs() || n == 0 || !n.is_multiple_of(ROWS) || k == 0 || !k.is_multiple_of(CHUNK) {
             return None;
         }
         let (row_bytes, blocks) = (k / 2, k / BLOCK);
@@ -72,35 +73,73 @@ impl Packed {
     }
 }
 
-/// Whether this CPU runs the packed kernel (AVX-512 with VBMI and VNNI): where it does not, `Packed::new` gives `None`.
+/// Whether this CPU runs the packed kernel (AVX2 with FMA; AVX-512 with VBMI and VNNI runs its wider form): where it does not, `Packed::new` gives `None`.
 pub fn packs() -> bool {
-    available()
+    available() || avx2()
 }
 
-/// `mxfp4_gemm` against packed weights: `out[r, n]` with the same bits, threads splitting whole groups of rows.
+/// Whether this CPU runs the AVX2 form.
+fn avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// The paths whose launches run a form of the packed kernel of their own here: the best path and, where it runs the AVX-512 form, AVX2.
+pub fn packed_paths() -> Vec<SimdPath> {
+    let best = SimdPath::best();
+    let mut paths: Vec<SimdPath> = packs().then_some(best).into_iter().collect();
+    if avx2() && best != SimdPath::Avx2 && wide(best) {
+        paths.push(SimdPath::Avx2);
+    }
+    paths
+}
+
+/// Whether a call on `path` runs the AVX-512 form: every path but AVX2 where this CPU has it.
+fn wide(path: SimdPath) -> bool {
+    available() && path != SimdPath::Avx2
+}
+
+/// `mxfp4_gemm` against packed weights: `out[r, n]` with the same bits, threads splitting whole groups of rows; AVX2 launches (and CPUs without AVX-512 VBMI and VNNI) run the AVX2 form.
 pub fn mxfp4_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLaunch, faults: Faults) {
     let (n, k) = (p.n, p.k);
     assert_eq!(x.len() % k, 0, "mxfp4_gemm: activations are not whole rows of {k}");
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "mxfp4_gemm: output is not [{rows}, {n}]");
     let chunks = k / CHUNK;
-    let prep = || {
-        let act = Fp8Rows::quantise(x, k, LAYOUT);
-        // SAFETY: a `Packed` exists only where `available` holds.
-        let planes: Vec<Planes> = (0..rows).map(|r| unsafe { planes(act.row(r), chunks) }).collect();
-        (act, planes)
-    };
     let ones = vec![1f32; chunks];
     let lost_act_scale = faults.on("lost_act_scale");
     let call = Call {
         work: rows * n * (k / BLOCK) * 8,
         faults,
     };
-    run_groups(rows, n, out, launch, call, prep, |(act, planes), r, g, dst| {
-        let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-        // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
-        unsafe { group_into(act.row(r), sa, &planes[r], p, g, dst) };
-    });
+    let path = match rows {
+        1 => one_row_path(launch),
+        _ => launch.simd,
+    };
+    if wide(path) {
+        let prep = || {
+            let act = Fp8Rows::quantise(x, k, LAYOUT);
+            // SAFETY: `wide` holds only where `available` does.
+            let planes: Vec<Planes> = (0..rows).map(|r| unsafe { planes(act.row(r), chunks) }).collect();
+            (act, planes)
+        };
+        run_groups(rows, n, out, launch, call, prep, |(act, planes), r, g, dst| {
+            let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+            // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
+            unsafe { group_into(act.row(r), sa, &planes[r], p, g, dst) };
+        });
+    } else {
+        let prep = || {
+            let act = Fp8Rows::quantise(x, k, LAYOUT);
+            // SAFETY: a `Packed` exists only where `packs` holds, so AVX2 and FMA do where `available` does not.
+            let digits: Vec<Digits> = (0..rows).map(|r| unsafe { digits(act.row(r), chunks) }).collect();
+            (act, digits)
+        };
+        run_groups(rows, n, out, launch, call, prep, |(act, digits), r, g, dst| {
+            let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+            // SAFETY: as above; `group` checks every bound it reads.
+            unsafe { super::packed2::group(act.row(r), sa, &digits[r], p, g, dst) };
+        });
+    }
 }
 
 /// The 16 outputs of group `g` into `dst`.
@@ -202,7 +241,7 @@ unsafe fn group(
 }
 
 /// What to add to `code << 23` for the bits of `sa * 2^(code - 127) * unit`, where `sa * 2^(code - 127)` and that product are normal for every code in `range` (both exact, so `fma(inner, sa * sw * unit, acc)` is `fma(inner * unit, sa * sw, acc)`).
-fn folded_scale(sa: f32, unit: f32, range: [u32; 2]) -> Option<i32> {
+pub(super) fn folded_scale(sa: f32, unit: f32, range: [u32; 2]) -> Option<i32> {
     let (e_sa, e_unit) = (sa.to_bits() >> 23 & 0xFF, unit.to_bits() >> 23);
     // unit is a positive power of two at most 1: sa * sw * unit is at most sa * sw.
     let normal = (1..=254).contains(&e_sa) && range[0] + e_sa + e_unit >= 255 && range[1] + e_sa <= 381;
