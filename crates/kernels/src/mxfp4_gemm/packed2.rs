@@ -104,6 +104,9 @@ unsafe fn both(acc: [__m256i; 2]) -> __m256i {
 unsafe fn two_digit_block<const VNNI: u8>(ch: &ChunkDigits, b: usize, base: *const u8, t: __m256i) -> [__m256i; 2] {
     // SAFETY: the callers enable AVX2 and `VNNI`'s features; the chunk holds the block's words.
     unsafe {
+        if VNNI == 0 {
+            return two_digit_block_pairs(ch, b, base, t);
+        }
         let zero = _mm256_setzero_si256();
         let mut t0 = [[_mm256_set1_epi32(ch.block_offset[4 * b]), zero]; 2];
         let mut t1 = [[zero; 2]; 2];
@@ -120,6 +123,44 @@ unsafe fn two_digit_block<const VNNI: u8>(ch: &ChunkDigits, b: usize, base: *con
         let mut sums = [zero; 2];
         for (h, s) in sums.iter_mut().enumerate() {
             *s = _mm256_add_epi32(both(t0[h]), _mm256_slli_epi32::<8>(both(t1[h])));
+        }
+        sums
+    }
+}
+
+/// `two_digit_block` by VPMADDUBSW: a word's i16 pair sums stay within 2 * 2 * 24 * 128, so two words add in i16 before VPMADDWD widens them.
+#[inline(always)]
+unsafe fn two_digit_block_pairs(ch: &ChunkDigits, b: usize, base: *const u8, t: __m256i) -> [__m256i; 2] {
+    // SAFETY: the callers enable AVX2; the chunk holds the block's words.
+    unsafe {
+        let zero = _mm256_setzero_si256();
+        let ones = _mm256_set1_epi16(1);
+        // t32[p][h]: digit p of half h.
+        let mut t32 = [[_mm256_set1_epi32(ch.block_offset[4 * b]); 2], [zero; 2]];
+        for two in [4 * b, 4 * b + 2] {
+            let mut t16 = [[zero; 2]; 2];
+            for l in two..two + 2 {
+                let d: [[__m256i; 2]; 2] = [
+                    [digit_word(ch, 0, 0, l), digit_word(ch, 0, 1, l)],
+                    [digit_word(ch, 1, 0, l), digit_word(ch, 1, 1, l)],
+                ];
+                for h in 0..2 {
+                    let [lo, hi] = nibbles(half_word(base, l, h), t);
+                    for (t16, d) in t16.iter_mut().zip(&d) {
+                        let word = _mm256_add_epi16(_mm256_maddubs_epi16(lo, d[0]), _mm256_maddubs_epi16(hi, d[1]));
+                        t16[h] = _mm256_add_epi16(t16[h], word);
+                    }
+                }
+            }
+            for (t32, t16) in t32.iter_mut().zip(&t16) {
+                for (t32, &t16) in t32.iter_mut().zip(t16) {
+                    *t32 = _mm256_add_epi32(*t32, _mm256_madd_epi16(t16, ones));
+                }
+            }
+        }
+        let mut sums = [zero; 2];
+        for (h, s) in sums.iter_mut().enumerate() {
+            *s = _mm256_add_epi32(t32[0][h], _mm256_slli_epi32::<8>(t32[1][h]));
         }
         sums
     }
@@ -366,6 +407,24 @@ mod tests {
         // Lanes whose exact sums round at the chain's last step.
         let (values, w) = rounding_lanes(512);
         assert_eq!(check(&values, &w, &codes(24)[..ROWS * 16], &sa[..4]), (4, 4));
+    }
+
+    #[test]
+    fn two_digit_blocks_at_their_largest_sums_keep_the_chains_bits() {
+        if !avx2() {
+            eprintln!("skipped: this CPU lacks AVX2 or FMA, which the AVX2 packed kernel needs");
+            return;
+        }
+        // -0.25 (digits -128 and 0) and 60 (0 and 120) against weights of +-6: the widest i16 sums two words give.
+        let k = 256;
+        let sa = [1.0, 0.5];
+        let codes = vec![127u8; ROWS * k / BLOCK];
+        for value in [-0.25f32, 60.0] {
+            for byte in [0x77u8, 0xFF, 0x7F] {
+                let got = check(&vec![value; k], &vec![byte; ROWS * k / 2], &codes, &sa);
+                assert_eq!(got, (2, 0), "{value} against {byte:#x}");
+            }
+        }
     }
 
     #[test]
