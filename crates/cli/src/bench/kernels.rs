@@ -31,7 +31,7 @@ pub struct KernelsArgs {
     /// FP8 and MXFP4 weights, and the read-bandwidth buffer, in anonymous memory advised MADV_HUGEPAGE (2 MB pages, as the engine's checkpoint mappings are advised) instead of the heap's 4 KB pages.
     #[arg(long)]
     huge_pages: bool,
-    /// SIMD path of every kernel, one-row GEMVs included: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs, with its GEMV default).
+    /// SIMD path of every kernel, one-row GEMVs included: portable, avx2, avx512 or avx512bf16 (default: the fastest this CPU runs, with its GEMV default); packed rows have forms of their own: FP8 only AVX-512 BF16, MXFP4 AVX2 and, for any other path, its widest.
     #[arg(long, value_parser = simd_path)]
     simd: Option<SimdPath>,
     /// MiB the read-bandwidth yardstick sums, at the start, before, among and after each row's calls, and at the end.
