@@ -5,7 +5,7 @@ use std::array::from_fn;
 
 use super::cpu::{BLOCK, CHUNK, LAYOUT, one_row_path};
 use super::exact::{Planes, WEIGHT_TABLE, available, planes};
-use super::exact2::{Digits, digits};
+use super::exact2::digits;
 use super::x86::{CHUNK_BYTES, act16, plain_scales};
 use crate::cpu::{CpuLaunch, SimdPath};
 use crate::faults::Faults;
@@ -87,7 +87,7 @@ fn avx2() -> bool {
 pub fn packed_paths() -> Vec<SimdPath> {
     let best = SimdPath::best();
     let mut paths: Vec<SimdPath> = packs().then_some(best).into_iter().collect();
-    if avx2() && best != SimdPath::Avx2 && wide(best) {
+    if avx2() && wide(best) {
         paths.push(SimdPath::Avx2);
     }
     paths
@@ -104,42 +104,50 @@ pub fn mxfp4_gemm_packed(x: &[f32], p: &Packed, out: &mut [f32], launch: &CpuLau
     assert_eq!(x.len() % k, 0, "mxfp4_gemm: activations are not whole rows of {k}");
     let rows = x.len() / k;
     assert_eq!(out.len(), rows * n, "mxfp4_gemm: output is not [{rows}, {n}]");
-    let chunks = k / CHUNK;
+    let path = match rows {
+        1 => one_row_path(launch),
+        _ => launch.simd,
+    };
+    // SAFETY: `wide` holds only where `available` does; a `Packed` exists only where `packs` holds, so AVX2 and FMA run where `available` does not.
+    unsafe {
+        match wide(path) {
+            true => run_form(x, p, out, launch, faults, planes, group_into),
+            false => run_form(x, p, out, launch, faults, digits, super::packed2::form()),
+        }
+    }
+}
+
+/// A form's group kernel: group `g`'s 16 outputs against one row's activations, scales and prepared state.
+pub(super) type GroupFn<S> = unsafe fn(&[u16], &[f32], &S, &Packed, usize, &mut [f32]);
+
+/// `mxfp4_gemm_packed` through one form: `prepare` makes each activation row's state, `group` the outputs; the caller's CPU runs both.
+unsafe fn run_form<S: Sync>(
+    x: &[f32],
+    p: &Packed,
+    out: &mut [f32],
+    launch: &CpuLaunch,
+    faults: Faults,
+    prepare: unsafe fn(&[u16], usize) -> S,
+    group: GroupFn<S>,
+) {
+    let (n, k, rows, chunks) = (p.n, p.k, x.len() / p.k, p.k / CHUNK);
+    let prep = || {
+        let act = Fp8Rows::quantise(x, k, LAYOUT);
+        // SAFETY: the caller's CPU runs `prepare`; every row holds whole chunks.
+        let state: Vec<S> = (0..rows).map(|r| unsafe { prepare(act.row(r), chunks) }).collect();
+        (act, state)
+    };
     let ones = vec![1f32; chunks];
     let lost_act_scale = faults.on("lost_act_scale");
     let call = Call {
         work: rows * n * (k / BLOCK) * 8,
         faults,
     };
-    let path = match rows {
-        1 => one_row_path(launch),
-        _ => launch.simd,
-    };
-    if wide(path) {
-        let prep = || {
-            let act = Fp8Rows::quantise(x, k, LAYOUT);
-            // SAFETY: `wide` holds only where `available` does.
-            let planes: Vec<Planes> = (0..rows).map(|r| unsafe { planes(act.row(r), chunks) }).collect();
-            (act, planes)
-        };
-        run_groups(rows, n, out, launch, call, prep, |(act, planes), r, g, dst| {
-            let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-            // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
-            unsafe { group_into(act.row(r), sa, &planes[r], p, g, dst) };
-        });
-    } else {
-        let prep = || {
-            let act = Fp8Rows::quantise(x, k, LAYOUT);
-            // SAFETY: a `Packed` exists only where `packs` holds, so AVX2 and FMA do where `available` does not.
-            let digits: Vec<Digits> = (0..rows).map(|r| unsafe { digits(act.row(r), chunks) }).collect();
-            (act, digits)
-        };
-        run_groups(rows, n, out, launch, call, prep, |(act, digits), r, g, dst| {
-            let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
-            // SAFETY: as above; `group` checks every bound it reads.
-            unsafe { super::packed2::group(act.row(r), sa, &digits[r], p, g, dst) };
-        });
-    }
+    run_groups(rows, n, out, launch, call, prep, |(act, state), r, g, dst| {
+        let sa = if lost_act_scale { &ones[..] } else { act.row_scales(r) };
+        // SAFETY: as above; group g lies inside the weight, the activations hold whole chunks.
+        unsafe { group(act.row(r), sa, &state[r], p, g, dst) };
+    });
 }
 
 /// The 16 outputs of group `g` into `dst`.

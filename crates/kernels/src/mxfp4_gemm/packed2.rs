@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 use super::cpu::{BLOCK, CHUNK, LAYOUT};
 use super::exact::WEIGHT_TABLE;
 use super::exact2::{ChunkDigits, Digits, plain_scale};
-use super::packed::{Packed, folded_scale};
+use super::packed::{GroupFn, Packed, folded_scale};
 use super::x86::{CHUNK_BYTES, nibble8};
 use crate::gemm::GROUP;
 use crate::gemm::groups::{AHEAD, ROWS};
@@ -49,29 +49,23 @@ unsafe fn nibbles(d: __m256i, t: __m256i) -> [__m256i; 2] {
     }
 }
 
-/// `acc` (lo and hi chains) plus each lane's four byte products of `lo` with `dlo` and of `hi` with `dhi`: by VPDPBUSD where `VNNI` is 1 (AVX-VNNI) or 2 (AVX-512 VNNI), else VPMADDUBSW into the lo chain.
+/// `acc` (lo and hi chains) plus each lane's four byte products of `lo` with `dlo` and of `hi` with `dhi`, by VPDPBUSD.
 #[inline(always)]
 unsafe fn dot<const VNNI: u8>(acc: &mut [__m256i; 2], lo: __m256i, dlo: __m256i, hi: __m256i, dhi: __m256i) {
     // SAFETY: the callers enable AVX2 and `VNNI`'s features.
     unsafe {
-        match VNNI {
-            0 => acc[0] = dot_one::<0>(acc[0], lo, dlo, hi, dhi),
-            _ => {
-                acc[0] = dpbusd::<VNNI>(acc[0], lo, dlo);
-                acc[1] = dpbusd::<VNNI>(acc[1], hi, dhi);
-            }
-        }
+        acc[0] = dpbusd::<VNNI>(acc[0], lo, dlo);
+        acc[1] = dpbusd::<VNNI>(acc[1], hi, dhi);
     }
 }
 
-/// `dot` in one chain.
+/// `dot` in one chain, or by VPMADDUBSW where `VNNI` is 0 (pair sums stay within 2 * 24 * 128, their sum within i16).
 #[inline(always)]
 unsafe fn dot_one<const VNNI: u8>(acc: __m256i, lo: __m256i, dlo: __m256i, hi: __m256i, dhi: __m256i) -> __m256i {
     // SAFETY: the callers enable AVX2 and `VNNI`'s features.
     unsafe {
         match VNNI {
             0 => {
-                // Pair sums stay within 2 * 24 * 128, their sum within i16.
                 let pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, dlo), _mm256_maddubs_epi16(hi, dhi));
                 _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
             }
@@ -80,14 +74,15 @@ unsafe fn dot_one<const VNNI: u8>(acc: __m256i, lo: __m256i, dlo: __m256i, hi: _
     }
 }
 
-/// VPDPBUSD of AVX-VNNI (`VNNI` 1) or AVX-512 VNNI (2).
+/// VPDPBUSD of AVX-VNNI (`VNNI` 1) or AVX-512 VNNI (2); the VPMADDUBSW form (0) has none.
 #[inline(always)]
 unsafe fn dpbusd<const VNNI: u8>(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
     // SAFETY: the callers enable `VNNI`'s features.
     unsafe {
         match VNNI {
             1 => _mm256_dpbusd_avx_epi32(acc, u, s),
-            _ => _mm256_dpbusd_epi32(acc, u, s),
+            2 => _mm256_dpbusd_epi32(acc, u, s),
+            _ => unreachable!("the VPMADDUBSW form has no VPDPBUSD"),
         }
     }
 }
@@ -306,15 +301,12 @@ group_entry!(
     2
 );
 
-/// `group_avx2` in the form this CPU runs fastest (`exact2::vnni_form`).
-pub(super) unsafe fn group(a: &[u16], sa: &[f32], dg: &Digits, p: &Packed, g: usize, dst: &mut [f32]) {
-    // SAFETY: the caller checked AVX2 and FMA; the VNNI forms run only where detected.
-    unsafe {
-        match super::exact2::vnni_form() {
-            1 => group_avx2_vnni(a, sa, dg, p, g, dst),
-            2 => group_avx2_vnni512(a, sa, dg, p, g, dst),
-            _ => group_avx2(a, sa, dg, p, g, dst),
-        }
+/// The AVX2 group kernel in the form this CPU runs fastest (`exact2::vnni_form`); the caller has checked AVX2 and FMA.
+pub(super) fn form() -> GroupFn<Digits> {
+    match super::exact2::vnni_form() {
+        1 => group_avx2_vnni,
+        2 => group_avx2_vnni512,
+        _ => group_avx2,
     }
 }
 
@@ -335,12 +327,9 @@ mod tests {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
     }
 
-    /// A form's entry.
-    type Form = unsafe fn(&[u16], &[f32], &Digits, &Packed, usize, &mut [f32]);
-
     /// The forms this CPU runs, by name.
-    fn forms() -> Vec<(&'static str, Form)> {
-        let mut out: Vec<(&str, Form)> = vec![("VPMADDUBSW", group_avx2)];
+    fn forms() -> Vec<(&'static str, GroupFn<Digits>)> {
+        let mut out: Vec<(&str, GroupFn<Digits>)> = vec![("VPMADDUBSW", group_avx2)];
         if is_x86_feature_detected!("avxvnni") {
             out.push(("AVX-VNNI", group_avx2_vnni));
         }
